@@ -116,8 +116,12 @@ class DetHandler(web.RequestHandler):
         return body
 
     def send(self, obj: Any, status: int = 200) -> None:
+        self.send_text(json.dumps(obj, separators=(",", ":")), status)
+
+    def send_text(self, text: str, status: int = 200) -> None:
+        """Send JSON already serialized (parts of it built by the database)."""
         self.set_status(status)
-        self.finish(json.dumps(obj, separators=(",", ":")))
+        self.finish(text)
 
     def int_arg(self, name: str, default: int | None = None) -> int | None:
         raw = self.get_query_argument(name, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -251,13 +252,14 @@ class TimeSeriesHandler(DetHandler):
                                           start=self.int_arg("startBatches"), end=self.int_arg("endBatches"))
             for g, names in wanted.items()
         }
+        types = {g: next((k for k, val in _METRIC_TYPES.items() if val == g), "METRIC_TYPE_UNSPECIFIED")
+                 for g in by_group}
         out = []
         for v in views:
-            metrics = [{
-                "group": g,
-                "type": next((k for k, val in _METRIC_TYPES.items() if val == g), "METRIC_TYPE_UNSPECIFIED"),
-                "data": [{"batches": step, "time": ser.ts(t), "values": values}
-                         for step, t, values in series[v.row.id]],
-            } for g, series in by_group.items()]
-            out.append({"trial": ser.trial(v.row, alloc_states=v.alloc_states), "metrics": metrics})
-        self.send({"trials": out})
+            metrics = ",".join(
+                f'{{"group":{json.dumps(g)},"type":"{types[g]}","data":{series[v.row.id]}}}'
+                for g, series in by_group.items()
+            )
+            trial = json.dumps(ser.trial(v.row, alloc_states=v.alloc_states), separators=(",", ":"))
+            out.append(f'{{"trial":{trial},"metrics":[{metrics}]}}')
+        self.send_text('{"trials":[' + ",".join(out) + "]}")

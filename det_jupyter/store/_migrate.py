@@ -20,8 +20,32 @@ def _v1_initial(conn: sa.Connection) -> None:
     t.metadata.create_all(conn, tables=[tb for tb in t.metadata.sorted_tables if tb.name != "schema_version"])
 
 
+def _v2_chart_levels(conn: sa.Connection) -> None:
+    """metrics.lod, its partial index and trials.report_counts, filled from the stored rows.
+    (Step 1 creates the current schema, so on a database it created this has nothing to do.)"""
+    if "lod" in {c["name"] for c in sa.inspect(conn).get_columns("metrics")}:
+        return
+    json_type = t.trials.c.report_counts.type.compile(dialect=conn.dialect)
+    conn.execute(sa.text("ALTER TABLE metrics ADD COLUMN lod SMALLINT NOT NULL DEFAULT 0"))
+    conn.execute(sa.text(f"ALTER TABLE trials ADD COLUMN report_counts {json_type}"))
+    levels = " ".join(f"WHEN r.n % {1 << k} = 0 THEN {k}" for k in range(t.MAX_LOD, 0, -1))
+    conn.execute(sa.text(
+        f"UPDATE metrics SET lod = CASE {levels} ELSE 0 END FROM (SELECT id, ROW_NUMBER() OVER "
+        "(PARTITION BY trial_id, mgroup ORDER BY id) AS n FROM metrics) AS r WHERE metrics.id = r.id"
+    ))
+    counts: dict[int, dict[str, int]] = {}
+    for trial_id, group, n in conn.execute(
+        sa.text("SELECT trial_id, mgroup, COUNT(*) FROM metrics GROUP BY trial_id, mgroup")
+    ):
+        counts.setdefault(trial_id, {})[group] = n
+    for trial_id, value in counts.items():
+        conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(report_counts=value))
+    next(ix for ix in t.metrics.indexes if ix.name == "ix_metrics_chart").create(conn)
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
+    (2, _v2_chart_levels),
 ]
 
 

@@ -143,6 +143,8 @@ trials = sa.Table(
     sa.Column("early_exit", sa.String(64)),
     sa.Column("progress", sa.Float),
     sa.Column("summary", JSON),
+    # Reports stored per metrics group, archived ones included: the next report's ordinal.
+    sa.Column("report_counts", JSON),
     sa.Column("best_validation", sa.Float),
     sa.Column("run_metadata", JSON),
     sa.Column("runner_state", sa.String(255)),
@@ -185,9 +187,18 @@ metrics = sa.Table(
     sa.Column("report_time", sa.Float, nullable=False),
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("archived", sa.Boolean, nullable=False, default=False),
+    # Chart level: the number of trailing zero bits of the report's ordinal in its trial and
+    # group, so "lod >= L" keeps every 2**L-th report — downsampling through an index.
+    sa.Column("lod", sa.SmallInteger, nullable=False, server_default="0"),
     # Visible rows of a trial's group in step order: the history, dedupe and chart queries.
     sa.Index("ix_metrics_trial_group_step", "trial_id", "mgroup", "archived", "steps_completed"),
+    # Charts of long trials: only every 8th report is in it, so ingestion barely pays for it.
+    sa.Index("ix_metrics_chart", "trial_id", "mgroup", "archived", "lod", "steps_completed",
+             sqlite_where=sa.text("lod >= 3"), postgresql_where=sa.text("lod >= 3")),
 )
+
+CHART_INDEX_LOD = 3  # the lowest level the partial index ix_metrics_chart holds
+MAX_LOD = 30  # 2**30 reports in one trial's group is beyond any run
 
 checkpoints = sa.Table(
     "checkpoints",
