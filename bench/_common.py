@@ -7,12 +7,16 @@ dependencies never touch the product venv.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,9 @@ PEER_VENVS = {
     "optuna": BENCH / ".venv-optuna",
     "ray": BENCH / ".venv-ray",
 }
+# The PostgreSQL server run_all.py benchmarks on: an admin connection (any existing database)
+# through which each run creates, and afterwards drops, a database of its own.
+PG_ADMIN_DSN = os.environ.get("DET_BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 PEER_PINS = {
     "mlflow": ["mlflow-skinny==3.17.2", "sqlalchemy", "alembic", "matplotlib"],
     "optuna": ["optuna==5.0.0"],
@@ -111,3 +118,42 @@ def time_import(python: str, code: str, n: int) -> list[float]:
         subprocess.run([python, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(REPO / "harness")})
         out.append(time.perf_counter() - t0)
     return out
+
+
+def add_db_arg(ap: argparse.ArgumentParser) -> None:
+    """The backend option shared by the benchmarks that run a master."""
+    ap.add_argument("--db-url", default=None, metavar="URL",
+                    help="run on PostgreSQL: an admin URL of the server (e.g. "
+                         "postgresql://postgres@127.0.0.1:5432/test); a fresh database is created "
+                         "on it for the run and dropped afterwards. Default: SQLite in a temp dir")
+
+
+def backend(db_url: str | None) -> str:
+    """The name the JSON summaries and the report use for a run's database."""
+    return "postgresql" if db_url else "sqlite"
+
+
+def libpq_url(url: str) -> str:
+    """The URL psycopg accepts: SQLAlchemy's ``postgresql+psycopg://`` without the driver."""
+    scheme, sep, rest = url.partition("://")
+    return scheme.split("+", 1)[0] + sep + rest
+
+
+@contextmanager
+def bench_database(admin_url: str | None) -> Iterator[str | None]:
+    """A fresh PostgreSQL database on admin_url's server for one run (its URL), dropped on exit
+    even when the run fails; None (SQLite) when admin_url is None."""
+    if admin_url is None:
+        yield None
+        return
+    import psycopg
+
+    admin = libpq_url(admin_url)
+    name = "bench_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,7 +1,7 @@
-"""BM-1: metrics ingestion end to end, det-jupyter vs MLflow log_batch vs raw sqlite executemany.
+"""BM-1: metrics ingestion end to end, det-jupyter vs MLflow log_batch vs a raw bulk insert.
 
-det-jupyter: a real master (`det-jupyter up`, SQLite WAL, its own agent with one slot per
-trial). One experiment of `trials` random-search trials runs a tiny task that writes its
+det-jupyter: a real master (`det-jupyter up`, SQLite WAL or, with `--db-url`, a fresh
+PostgreSQL database; its own agent with one slot per trial). One experiment of `trials` random-search trials runs a tiny task that writes its
 DET_* environment (allocation token included) to a file and then waits; two harness client
 processes (`_bm1_client.py`) then each drive half of those trials through
 `det_harness.core.init()` / `report_training_metrics()`, exactly as a training script would.
@@ -10,7 +10,10 @@ Timed: from the first report() call until every point is visible over REST
 after the load: one report, then poll the workloads route until it shows (idle master).
 
 Peer (same job, interleaved A/B/C per repetition): MLflow `log_batch` of 1,000 metrics per
-call into a fresh sqlite file; physical reference: `calib.executemany_rate` of the same rows.
+call into a fresh sqlite file. Physical reference, same rows, same repetition: on SQLite
+`calib.executemany_rate`; on PostgreSQL a binary COPY into an indexed row-per-value table on the
+same server, one transaction (`ratio_vs_raw` is against it; `raw_reference` names it), with the
+SQLite executemany still reported beside it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,20 @@ import time
 from pathlib import Path
 
 import yaml
-from _common import BENCH, emit, log, median, median_ratio, peer_selected, percentile, run_peer
+from _common import (
+    BENCH,
+    add_db_arg,
+    backend,
+    bench_database,
+    emit,
+    libpq_url,
+    log,
+    median,
+    median_ratio,
+    peer_selected,
+    percentile,
+    run_peer,
+)
 from calib import executemany_rate, rows
 
 from tests._master import MasterProcess, create_experiment
@@ -117,6 +133,35 @@ def probe_visibility(client, env_file: Path, trial_id: int, steps: int, n: int) 
     return {"visible_p50_ms": percentile(lat, 50) * 1e3, "visible_p99_ms": percentile(lat, 99) * 1e3}
 
 
+def copy_rate(db_url: str, data: list[tuple[int, int, str, float]]) -> float:
+    """Rows/s of one binary COPY into a fresh table indexed like calib's, one commit: the
+    PostgreSQL physical reference (benchmarks.md: COPY binary + index, 318k rows/s there)."""
+    import psycopg
+
+    with psycopg.connect(libpq_url(db_url)) as conn:
+        conn.execute("DROP TABLE IF EXISTS bm1_ref")
+        conn.execute("CREATE TABLE bm1_ref (trial_id integer, step integer, name text, value float8)")
+        conn.execute("CREATE INDEX bm1_ref_idx ON bm1_ref (trial_id, name, step)")
+        conn.commit()
+        t0 = time.perf_counter()
+        with conn.cursor() as cur, cur.copy("COPY bm1_ref FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "int4", "text", "float8"])
+            for row in data:
+                copy.write_row(row)
+        conn.commit()
+        rate = len(data) / (time.perf_counter() - t0)
+        conn.execute("DROP TABLE bm1_ref")
+        conn.commit()
+    return rate
+
+
+def raw_rates(db_url: str | None, data: list[tuple[int, int, str, float]], directory: str) -> dict:
+    """The physical references of one repetition: SQLite executemany always, PG COPY on PG."""
+    out = {"sqlite_points_per_s": executemany_rate(data, directory)}
+    out["points_per_s"] = copy_rate(db_url, data) if db_url else out["sqlite_points_per_s"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--smoke", action="store_true")
@@ -124,13 +169,14 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=10, help="trials per client process")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=3)
+    add_db_arg(ap)
     a = ap.parse_args()
     if a.smoke:
         a.procs, a.trials, a.steps, a.reps = 1, 2, 50, 1
     peer = not a.smoke and peer_selected("mlflow")
     ours, theirs, raw = [], [], []
-    with tempfile.TemporaryDirectory(prefix="bm1-") as d:
-        master = MasterProcess(Path(d) / "master", slots=a.procs * a.trials).start()
+    with tempfile.TemporaryDirectory(prefix="bm1-") as d, bench_database(a.db_url) as db_url:
+        master = MasterProcess(Path(d) / "master", slots=a.procs * a.trials, db_url=db_url).start()
         try:
             client = master.admin()
             for rep in range(a.reps):
@@ -138,17 +184,21 @@ def main() -> None:
                 if peer:
                     theirs.append(run_peer("mlflow", "mlflow_ingest.py",
                                            ["--runs", str(a.procs * a.trials), "--steps", str(a.steps)]))
-                raw.append({"points_per_s": executemany_rate(rows(a.procs * a.trials, a.steps), d)})
+                raw.append(raw_rates(db_url, rows(a.procs * a.trials, a.steps), d))
                 log(f"bm1 rep {rep}: ours {ours[-1]['points_per_s']} pts/s, "
                     f"mlflow {theirs[-1]['points_per_s'] if peer else '-'}, raw {raw[-1]['points_per_s']:.0f}")
         finally:
             master.stop()
     ok = [o["points_per_s"] or 0.0 for o in ours]
     emit({
-        "bench": "bm1_ingest", "smoke": a.smoke, "peers": ["mlflow"] if peer else [],
+        "bench": "bm1_ingest", "smoke": a.smoke, "db": backend(a.db_url), "peers": ["mlflow"] if peer else [],
         "points": ours[0]["points"], "points_per_s": median(ok),
+        "raw_reference": ("postgresql COPY binary, row per value, indexed, 1 txn" if a.db_url
+                          else "sqlite executemany, row per value, indexed, WAL, 1 txn"),
         "raw_points_per_s": median([r["points_per_s"] for r in raw]),
         "ratio_vs_raw": median_ratio(ok, [r["points_per_s"] for r in raw]),
+        "raw_sqlite_points_per_s": median([r["sqlite_points_per_s"] for r in raw]),
+        "ratio_vs_raw_sqlite": median_ratio(ok, [r["sqlite_points_per_s"] for r in raw]),
         "ratio_vs_mlflow": median_ratio(ok, [t["points_per_s"] for t in theirs]) if peer else None,
         "mlflow_points_per_s": median([t["points_per_s"] for t in theirs]) if peer else None,
         "report_p50_us": median([o["report_p50_us"] for o in ours]),

@@ -1,6 +1,7 @@
 """BM-2: trial launch and ASHA experiment throughput, det-jupyter vs Ray Tune 2.60.
 
-det-jupyter: a real master (`det-jupyter up`, SQLite WAL, its own local agent with 2 slots).
+det-jupyter: a real master (`det-jupyter up`, SQLite WAL or, with `--db-url`, a fresh
+PostgreSQL database; its own local agent with 2 slots).
 One adaptive_asha experiment (time_metric batches, max_time 10, divisor 3, aggressive,
 max_trials 100, max_concurrent_trials 2) of a no-op trial (`_bm2_trial.py`: imports only the
 harness, reports 10 validation steps, checks should_preempt() after each, returns when asked).
@@ -11,11 +12,11 @@ Measured, per repetition:
   detects the end, it does not quantize it.
 - trials/s = trials / wall.
 - ASHA early stops, two ways: allocations the master asked to stop (`preempt_requested` in
-  the master's SQLite, read-only after the run) and trials that actually exited before step 10
+  the master's database, read directly after the run) and trials that actually exited before step 10
   (the trial's own exit line). A no-op trial reports its 10 steps in milliseconds, so it
   usually finishes before a stop decision reaches it.
 - allocation -> first report: from the allocation's `start_time` (set when the master places
-  it on the agent's slots; read from the master's SQLite as REST exposes no allocation
+  it on the agent's slots; read from the master's database as REST exposes no allocation
   times) to the first validation report's `endTime` from GET /api/v1/trials/{id}/workloads
   (the harness stamps it with time.time() when report_validation_metrics() is called).
   p50/p95 nearest-rank over all trials. The trial's own `BM2 {...}` log line (GET
@@ -67,19 +68,33 @@ def experiment_config(trials: int) -> dict[str, Any]:
     }
 
 
-def allocations(db: Path) -> dict[int, dict[str, Any]]:
-    """trial id -> its (first) allocation row, read-only from the master's SQLite file."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+ALLOCATIONS_SQL = ("SELECT trial_id, submitted_at, start_time, end_time, preempt_requested, exit_code "
+                   "FROM allocations WHERE trial_id IS NOT NULL ORDER BY submitted_at")
+
+
+def allocation_rows(master: Any) -> list[dict[str, Any]]:
+    """The allocations table straight from the master's database: SQLite file read-only, or
+    its PostgreSQL database through psycopg."""
+    if master.db_url:
+        import psycopg
+        from _common import libpq_url
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(libpq_url(master.db_url), row_factory=dict_row) as conn:
+            return conn.execute(ALLOCATIONS_SQL).fetchall()
+    con = sqlite3.connect(f"file:{master.data_dir / 'det.db'}?mode=ro", uri=True, timeout=10)
     try:
         con.row_factory = sqlite3.Row
-        rows = con.execute("SELECT trial_id, submitted_at, start_time, end_time, preempt_requested, "
-                           "exit_code FROM allocations WHERE trial_id IS NOT NULL "
-                           "ORDER BY submitted_at").fetchall()
+        return [dict(r) for r in con.execute(ALLOCATIONS_SQL)]
     finally:
         con.close()
+
+
+def allocations(master: Any) -> dict[int, dict[str, Any]]:
+    """trial id -> its (first) allocation row."""
     out: dict[int, dict[str, Any]] = {}
-    for r in rows:
-        out.setdefault(r["trial_id"], dict(r))
+    for r in allocation_rows(master):
+        out.setdefault(r["trial_id"], r)
     return out
 
 
@@ -126,7 +141,7 @@ def run_ours(master: Any, client: Any, work: Path, trials: int, timeout: float) 
     done = state in TERMINAL and all(t["state"] in TERMINAL for t in rows)
     ends = [parse_ts(exp.get("endTime"))] + [parse_ts(t.get("endTime")) for t in rows]
     wall = max(e for e in ends if e is not None) - t_create if done else t_seen - t_create
-    allocs = allocations(master.data_dir / "det.db")
+    allocs = allocations(master)
     lat, parts, early_exit, completed = [], {k: [] for k in ("spawn", "import", "init", "first", "run", "exit")}, 0, 0
     for t in rows:
         a, first = allocs.get(t["id"]), first_report_time(client, t["id"])
@@ -205,6 +220,8 @@ def run_ray_peer(trials: int, reuse: bool) -> dict[str, Any]:
 
 
 def main() -> None:
+    from _common import add_db_arg  # stdlib only: the Ray peer driver may import it too
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--trials", type=int, default=100)
@@ -212,6 +229,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--floor-n", type=int, default=15, help="import timings per floor measurement")
     ap.add_argument("--ray-peer", choices=["default", "reuse"], help=argparse.SUPPRESS)
+    add_db_arg(ap)
     a = ap.parse_args()
     if a.ray_peer:
         print(json.dumps(run_ray_peer(a.ray_trials, a.ray_peer == "reuse")), flush=True)
@@ -220,7 +238,17 @@ def main() -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from _common import emit, log, median, median_ratio, peer_python, peer_selected, run_json
+    from _common import (
+        backend,
+        bench_database,
+        emit,
+        log,
+        median,
+        median_ratio,
+        peer_python,
+        peer_selected,
+        run_json,
+    )
 
     from tests._master import MasterProcess
 
@@ -237,8 +265,8 @@ def run(a: argparse.Namespace) -> None:
     ours: list[dict[str, Any]] = []
     floors: list[dict[str, Any]] = []
     peers: dict[str, list[dict[str, Any]]] = {"default": [], "reuse": []}
-    with tempfile.TemporaryDirectory(prefix="bm2-") as d:
-        master = MasterProcess(Path(d) / "master", slots=SLOTS).start()
+    with tempfile.TemporaryDirectory(prefix="bm2-") as d, bench_database(a.db_url) as db_url:
+        master = MasterProcess(Path(d) / "master", slots=SLOTS, db_url=db_url).start()
         try:
             client = master.admin()
             for rep in range(a.reps):
@@ -259,7 +287,7 @@ def run(a: argparse.Namespace) -> None:
     tps = [o["trials_per_s"] or 0.0 for o in ours]
     over_floor = [o["wall_s"] / f["floor_s"] for o, f in zip(ours, floors, strict=True)]
     emit({
-        "bench": "bm2_launch", "smoke": a.smoke, "peers": ["ray"] if ray else [],
+        "bench": "bm2_launch", "smoke": a.smoke, "db": backend(a.db_url), "peers": ["ray"] if ray else [],
         "ray_skipped": skipped, "trials": ours[0]["trials"], "reps": a.reps,
         "wall_s": median([o["wall_s"] for o in ours]), "trials_per_s": median(tps),
         "stop_requested": median([o["stop_requested"] for o in ours]),

@@ -1,16 +1,18 @@
 """BM-5: metrics query latency over REST, det-jupyter vs MLflow, with a raw-SQL reference.
 
-Setup (untimed): a real master with `--no-agent` creates one experiment of `trials` random
-trials (they stay queued; no task runs); the master is stopped and the metrics are
-bulk-loaded into its SQLite file through `MetricService.ingest` (the code path the REST
-ingest route uses), first `steps/10` steps (to measure Q3 at 1/10 of the data), then the
-rest. Timed, `n` times each, p50: Q1 = one trial's full history of one metric,
+Setup (untimed): a real master with `--no-agent` (SQLite, or with `--db-url` a fresh
+PostgreSQL database) creates one experiment of `trials` random trials (they stay queued; no
+task runs); the master is stopped and the metrics are bulk-loaded into its database through
+`MetricService.ingest` (the code path the REST ingest route uses), first `steps/10` steps
+(to measure Q3 at 1/10 of the data), then the rest. Timed, `n` times each, p50: Q1 = one
+trial's full history of one metric,
 `GET /api/v1/trials/time-series?trialIds=T&metricNames=M&group=training` (0.38.1's
 CompareTrials route; also reported: the whole `workloads` history of all 5 metrics), Q2 = all
 trials, one metric, downsampled to <= 200 points each (the same route with every trial id and
 `maxDatapoints=200`), Q3 = `GET /api/v1/experiments/{id}/trials` (the experiment table,
-summaries included). Q4: with the master up, one more step per trial is ingested into the same file
-and Q3 must show it at once. Raw reference: the same rows read with `sqlite3`, no HTTP.
+summaries included). Q4: with the master up, one more step per trial is ingested into the same
+database and Q3 must show it at once. Raw reference: the same rows read with the same query
+straight from the database, no HTTP (`sqlite3` on the file; psycopg on PostgreSQL).
 Peer: MLflow get_metric_history / search_runs (peers/mlflow_query.py), interleaved per round.
 """
 
@@ -25,7 +27,19 @@ import time
 from pathlib import Path
 
 import yaml
-from _common import BENCH, emit, log, median, median_ratio, peer_python, peer_selected
+from _common import (
+    BENCH,
+    add_db_arg,
+    backend,
+    bench_database,
+    emit,
+    libpq_url,
+    log,
+    median,
+    median_ratio,
+    peer_python,
+    peer_selected,
+)
 
 from det_jupyter.services._clock import Clock
 from det_jupyter.services.metrics import MetricService, Report
@@ -35,8 +49,8 @@ from tests._master import MasterProcess, create_experiment
 NAMES = ("loss", "acc", "lr", "grad_norm", "throughput")
 
 
-def load(db: Path, trial_ids: list[int], lo: int, hi: int) -> None:
-    engine = make_engine(sqlite_url(str(db)))
+def load(db_url: str, trial_ids: list[int], lo: int, hi: int) -> None:
+    engine = make_engine(db_url)
     svc = MetricService(engine, Clock())
     now = time.time()
     for tid in trial_ids:
@@ -45,6 +59,35 @@ def load(db: Path, trial_ids: list[int], lo: int, hi: int) -> None:
         for k in range(0, len(reports), 500):
             svc.ingest(tid, None, reports[k:k + 500])
     engine.dispose()
+
+
+class RawDb:
+    """Q1 and Q3 as plain SQL on the master's database: the reference without HTTP."""
+
+    def __init__(self, db_url: str | None, sqlite_file: Path) -> None:
+        if db_url:
+            import psycopg
+
+            self.con = psycopg.connect(libpq_url(db_url), autocommit=True)
+            self.q1_sql = ("SELECT steps_completed, report_time, CAST(body AS json) -> %s FROM metrics "
+                           "WHERE trial_id=%s AND mgroup='training' AND NOT archived ORDER BY steps_completed")
+            self.name = NAMES[0]
+            self.q3_sql = "SELECT id, CAST(summary AS text) FROM trials WHERE experiment_id=%s"
+        else:
+            self.con = sqlite3.connect(str(sqlite_file))
+            self.q1_sql = ("SELECT steps_completed, report_time, json_extract(body, ?) FROM metrics "
+                           "WHERE trial_id=? AND mgroup='training' AND archived=0 ORDER BY steps_completed")
+            self.name = f'$."{NAMES[0]}"'
+            self.q3_sql = "SELECT id, summary FROM trials WHERE experiment_id=?"
+
+    def q1(self, trial_id: int) -> list:
+        return self.con.execute(self.q1_sql, (self.name, trial_id)).fetchall()
+
+    def q3(self, exp_id: int) -> list:
+        return [json.loads(s) for _, s in self.con.execute(self.q3_sql, (exp_id,)).fetchall()]
+
+    def close(self) -> None:
+        self.con.close()
 
 
 def timed(fn, n: int) -> float:
@@ -63,12 +106,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--reps", type=int, default=3)
+    add_db_arg(ap)
     a = ap.parse_args()
     if a.smoke:
         a.trials, a.steps, a.n, a.reps = 5, 50, 5, 1
     peer = not a.smoke and peer_selected("mlflow") and peer_python("mlflow") is not None
-    with tempfile.TemporaryDirectory(prefix="bm5-") as d:
-        master = MasterProcess(Path(d) / "m", extra_args=["--no-agent"]).start()
+    with tempfile.TemporaryDirectory(prefix="bm5-") as d, bench_database(a.db_url) as pg_url:
+        master = MasterProcess(Path(d) / "m", db_url=pg_url, extra_args=["--no-agent"]).start()
         cfg = {"name": "bm5", "entrypoint": "true", "max_restarts": 0,
                "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
                "searcher": {"name": "random", "metric": "loss", "max_trials": a.trials,
@@ -78,7 +122,8 @@ def main() -> None:
         tids = [t["id"] for t in client.get(f"/api/v1/experiments/{exp_id}/trials")["trials"]]
         assert len(tids) == a.trials, f"expected {a.trials} trials, got {len(tids)}"
         master.stop()
-        db = Path(d) / "m" / "det.db"
+        sqlite_file = Path(d) / "m" / "det.db"
+        db = pg_url or sqlite_url(str(sqlite_file))
         small = max(1, a.steps // 10)
         t0 = time.perf_counter()
         load(db, tids, 1, small)
@@ -91,7 +136,7 @@ def main() -> None:
         log(f"bm5 loaded {a.trials * a.steps * 5} points in {time.perf_counter() - t0:.1f}s")
         master.start()
         client = master.admin()
-        raw = sqlite3.connect(str(db))
+        raw = RawDb(pg_url, sqlite_file)
         mlf = None
         if peer:
             mlf = subprocess.Popen([str(peer_python("mlflow")), str(BENCH / "peers" / "mlflow_query.py"),
@@ -113,12 +158,8 @@ def main() -> None:
                     "q1_workloads_ms": timed(lambda tid=tid: client.get(f"/api/v1/trials/{tid}/workloads"), a.n),
                     "q2_ms": timed(lambda p=q2_path: client.get(p), a.n),
                     "q3_ms": timed(lambda: client.get(q3_path), a.n),
-                    "q1_raw_ms": timed(lambda tid=tid: raw.execute(
-                        "SELECT steps_completed, report_time, json_extract(body, ?) FROM metrics "
-                        "WHERE trial_id=? AND mgroup='training' AND archived=0 ORDER BY steps_completed",
-                        (f'$."{NAMES[0]}"', tid)).fetchall(), a.n),
-                    "q3_raw_ms": timed(lambda: [json.loads(s) for _, s in raw.execute(
-                        "SELECT id, summary FROM trials WHERE experiment_id=?", (exp_id,))], a.n),
+                    "q1_raw_ms": timed(lambda tid=tid: raw.q1(tid), a.n),
+                    "q3_raw_ms": timed(lambda: raw.q3(exp_id), a.n),
                 }
                 if mlf:
                     mlf.stdin.write("round\n")
@@ -140,7 +181,7 @@ def main() -> None:
             master.stop()
     med = {k: median([r[k] for r in rounds]) for k in rounds[0]}
     emit({
-        "bench": "bm5_query", "smoke": a.smoke, "peers": ["mlflow"] if peer else [],
+        "bench": "bm5_query", "smoke": a.smoke, "db": backend(a.db_url), "peers": ["mlflow"] if peer else [],
         "points": a.trials * a.steps * 5, **med, "q3_small_ms": q3_small,
         "q3_growth_10x": med["q3_ms"] / q3_small, "q1_vs_raw_x": med["q1_ms"] / med["q1_raw_ms"],
         "q4_ms": q4_ms, "q4_fresh": fresh,

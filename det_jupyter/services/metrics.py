@@ -318,17 +318,18 @@ class MetricService:
                 sa.select(t.trials.c.id, t.trials.c.report_counts).where(t.trials.c.id.in_(trial_ids)))}
         levels = ", ".join(f"({int(tid)}, {_level(counts.get(tid, 0), maxp)})" for tid in trial_ids)
         x_where = where.replace("m.", "x.")
-        ends = ["(SELECT MAX(x.steps_completed) FROM metrics x WHERE x.trial_id = lv.trial_id AND "
-                f"{x_where})"]
-        if maxp > 1:
-            ends.append(ends[0].replace("MAX(", "MIN("))
+        edge = "SELECT {}(x.steps_completed) FROM metrics x WHERE x.trial_id = lv.trial_id AND " + x_where
+        ends = f"({edge.format('MIN')})" if maxp > 1 else "CAST(NULL AS INTEGER)"
         src = f"FROM lv JOIN metrics m ON m.trial_id = lv.trial_id WHERE {where}"
+        # Each trial's end steps are found once (MATERIALIZED), not once per metrics row.
         return (
-            f"WITH lv(trial_id, l) AS (VALUES {levels}) "
+            f"WITH lv(trial_id, l) AS (VALUES {levels}), "
+            f"e AS MATERIALIZED (SELECT lv.trial_id, ({edge.format('MAX')}) AS hi, {ends} AS lo FROM lv) "
             f"SELECT {cols} {src} AND lv.l < {t.CHART_INDEX_LOD} AND m.lod >= lv.l "
             f"UNION ALL SELECT {cols} {src} AND lv.l >= {t.CHART_INDEX_LOD} "
             f"AND m.lod >= {t.CHART_INDEX_LOD} AND m.lod >= lv.l "
-            f"UNION ALL SELECT {cols} {src} AND m.steps_completed IN ({', '.join(ends)})"
+            f"UNION ALL SELECT {cols} FROM e JOIN metrics m ON m.trial_id = e.trial_id WHERE {where} "
+            "AND (m.steps_completed = e.hi OR m.steps_completed = e.lo)"
         )
 
     def _point_sql(self, names: list[str], params: dict[str, Any]) -> str | None:

@@ -21,7 +21,15 @@ from .info import ClusterInfo, TrialInfo, get_cluster_info
 if TYPE_CHECKING:
     from . import core
 
-__all__ = ["APIError", "ClusterInfo", "InvalidHP", "TrialInfo", "core", "get_cluster_info"]
+__all__ = ["APIError", "ClusterInfo", "InvalidHP", "TrialInfo", "core", "get_cluster_info", "preload"]
+
+
+def preload() -> None:
+    """Import what a task's ``core.init()`` needs (the Core API and the HTTP client). The agent's
+    warm launcher calls it once, so every task it forks starts with them loaded."""
+    import http.client  # noqa: F401
+
+    from . import core  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

@@ -6,6 +6,7 @@ Keeps the bench scripts from rotting; the real suite is `bench/run_all.py`, not 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+PG_DSN = os.environ.get("DET_TEST_PG_DSN")
 
 CASES = [
     ("calib.py", {"bench", "rows_per_s"}, 30),
@@ -33,6 +35,27 @@ def test_smoke(script: str, keys: set[str], limit: int) -> None:
     assert keys <= summary.keys(), f"missing {keys - summary.keys()}"
     assert summary.get("smoke", True) is True
     assert not summary.get("peers"), "smoke runs must not run peers"
+
+
+@pytest.mark.parametrize("script", ["bm1_ingest.py", "bm2_launch.py", "bm5_query.py"])
+def test_smoke_on_postgres(script: str) -> None:
+    """The benchmarks that run a master also run on PostgreSQL, in a database of their own that
+    they drop afterwards."""
+    if not PG_DSN:
+        pytest.skip("PostgreSQL smoke runs need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)")
+    import psycopg
+
+    def bench_dbs() -> set[str]:
+        with psycopg.connect(PG_DSN) as conn:
+            return {r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'bench_%'")}
+
+    before = bench_dbs()
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--smoke", "--db-url", PG_DSN],
+                          capture_output=True, text=True, timeout=90, cwd=BENCH.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["db"] == "postgresql" and summary.get("complete", True) is not False
+    assert bench_dbs() <= before, "the run's database was not dropped"
 
 
 def test_bm3_gate_agrees_in_smoke() -> None:

@@ -1,0 +1,173 @@
+"""The warm launcher: a Python process that has already started and imported the harness, and
+forks a fresh process for each Python task instead of starting an interpreter.
+
+Run by the agent as a script with its own interpreter; it imports only the standard library and
+``det_harness``, because everything it imports is already in every task it forks. It talks to
+the agent over a SOCK_SEQPACKET socket (fd number in DET_LAUNCHER_FD), one JSON message per
+packet:
+
+- agent → launcher: ``{"id", "argv", "cwd", "env", "isolate"}`` with the task's stdout and
+  stderr pipe ends attached (SCM_RIGHTS). ``argv`` is ``[script, *args]`` or
+  ``["-m", module, *args]``; ``isolate`` is None or ``{"run_dir", "mounts"}``.
+- launcher → agent: ``{"id", "pid"}`` once the task's process exists (``"error"`` instead when
+  the fork failed), then ``{"id", "status"}`` (a wait status) when it exits.
+
+Each task process calls setsid (its pid is its process group, which the agent kills), asks for
+SIGKILL when the launcher dies, and with ``isolate`` enters new mount and pid namespaces like
+``unshare --mount --pid --fork --mount-proc``: a middle process waits while the task runs as
+pid 1 of its namespace, so everything it leaves behind dies with it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import runpy
+import select
+import signal
+import socket
+import sys
+
+import det_harness
+
+det_harness.preload()  # the point of the launcher: every task starts with the harness loaded
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWPID = 0x20000000
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_PR_SET_PDEATHSIG = 1
+_RUN_MOUNT = "/run/determined"
+_MAX_PACKET = 1 << 20
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    enc = [None if v is None else v.encode() for v in (source, target, fstype)]
+    _check(_libc.mount(enc[0], enc[1], enc[2], flags, None), f"mount {target}")
+
+
+def _die_with_parent() -> None:
+    parent = os.getppid()
+    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(137)
+
+
+def _isolate(isolate: dict) -> None:
+    """New mount and pid namespaces with the task's binds; returns in the namespace's pid 1."""
+    _check(_libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID), "unshare")
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
+    _mount(isolate["run_dir"], _RUN_MOUNT, None, _MS_BIND)
+    for m in isolate.get("mounts") or []:
+        _mount(m["host_path"], m["container_path"], None, _MS_BIND)
+    pid = os.fork()
+    if pid:  # the middle process: mirror the task's exit
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+    _die_with_parent()
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def _become_task(job: dict, out_fd: int, err_fd: int) -> None:
+    """In the forked child: take on the task's process state, then return to run it."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    _die_with_parent()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    for fd in (null, out_fd, err_fd):
+        os.close(fd)
+    if job.get("isolate"):
+        _isolate(job["isolate"])
+    os.chdir(job["cwd"])
+    known = set(sys.path)
+    env = job["env"]
+    os.environ.clear()
+    os.environ.update(env)
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in known]
+    argv = job["argv"]
+    first = os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))
+    sys.path[:] = [first, *extra, *sys.path[1:]]
+    if env.get("PYTHONUNBUFFERED"):
+        sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
+        sys.stderr.reconfigure(write_through=True)  # type: ignore[union-attr]
+
+
+def _serve(sock: socket.socket) -> dict:
+    """Fork a task per request and report exits; returns only in a forked task process."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    tasks: dict[int, str] = {}
+    while True:
+        ready, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            _reap(sock, tasks)
+        if sock not in ready:
+            continue
+        data, fds, _, _ = socket.recv_fds(sock, _MAX_PACKET, 2)
+        if not data:
+            sys.exit(0)  # the agent is gone
+        job = json.loads(data)
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"id": job["id"], "error": str(e)}).encode())
+            continue
+        if pid == 0:
+            sock.close()
+            os.close(wake_r)
+            os.close(wake_w)
+            _become_task(job, fds[0], fds[1])
+            return job
+        for fd in fds:
+            os.close(fd)
+        tasks[pid] = job["id"]
+        sock.send(json.dumps({"id": job["id"], "pid": pid}).encode())
+
+
+def _reap(sock: socket.socket, tasks: dict[int, str]) -> None:
+    while tasks:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        job_id = tasks.pop(pid, None)
+        if job_id is not None:
+            sock.send(json.dumps({"id": job_id, "status": status}).encode())
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(os.environ.pop("DET_LAUNCHER_FD")))
+    job = _serve(sock)
+    argv = job["argv"]
+    if argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(argv)
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
