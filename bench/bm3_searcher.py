@@ -5,10 +5,19 @@ round-robin (metrics {"loss", "batches"}); a Stop closes the trial. Trial k (cre
 follows `_curves.curve(k)`, the same curve Optuna's trial number k gets.
 
 Modes: in-memory (the pure `det_jupyter.searcher`), durable (the same, through the master's
-`SearcherLog` on a real det-jupyter database: one SQLite WAL transaction per event appending it
-to the searcher event log, with a snapshot every `SNAPSHOT_EVERY` events), and a no-op searcher (the driver's
-own cost). Correctness gate: every event is also fed to `RefRule`, an independent
-re-implementation of determined-0.38.md §5 step 7; the stop decisions must be identical.
+`SearcherLog` on a real det-jupyter database, SQLite WAL, committed as the master commits), and
+a no-op searcher (the driver's own cost). Durable mode models the master's group commit
+(`services/_searcher_batch.py`): one round of the round-robin (the next report of every live
+trial, at most `max_concurrent_trials`) is one *event group*, as if those trials' reports had
+reached the master in one event-loop turn: their validations are fed in order in ONE
+transaction that appends them to the searcher event log (with a snapshot every
+`SNAPSHOT_EVERY` events), as `ExperimentService.searcher_events` does. A closing trial is its
+own transaction, as the master's exit path is, holding the trial_created of the trial its
+close lets the searcher create (the master commits a Create with its trial_created). The
+validations keep their order, so the decisions are those of the one-event-at-a-time run.
+Correctness gate: every validation is also fed to `RefRule`, an independent re-implementation
+of determined-0.38.md §5 step 7; the stop decisions must be identical (checked in-memory over
+all trials, and in every durable run).
 """
 
 from __future__ import annotations
@@ -16,9 +25,11 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
+import contextlib
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 
 import sqlalchemy as sa
 from _common import emit, log, median_ratio, peer_selected, run_peer
@@ -64,9 +75,9 @@ def searcher_config(trials: int, steps: int) -> dict:
 
 class Durable:
     """The master's own durability path: `SearcherLog` on a migrated det-jupyter database
-    (SQLite WAL); one transaction per event appends it to the log and, every
-    `SNAPSHOT_EVERY` events, rewrites the snapshot — what `ExperimentService.searcher_event`
-    does for each event."""
+    (SQLite WAL). Events fed inside `group()` share its transaction, the snapshot saved once at
+    its end, as `ExperimentService.searcher_events` does; an event fed outside one is a group
+    of its own."""
 
     def __init__(self, path: str, s: search.Searcher, cfg: dict) -> None:
         self.engine = make_engine(sqlite_url(path))
@@ -86,12 +97,31 @@ class Durable:
             ).returning(t.experiments.c.id)).scalar_one()
         self.log = SearcherLog()
         self.log.put(self.exp_id, s)
+        self.conn: sa.Connection | None = None
+
+    @contextlib.contextmanager
+    def group(self) -> Iterator[None]:
+        """One transaction for the events fed inside it."""
+        with self.engine.begin() as conn:
+            self.conn = conn
+            try:
+                yield
+                self.log.save(conn, self.exp_id)
+            finally:
+                self.conn = None
 
     def call(self, event: SearcherEvent) -> list:
-        with self.engine.begin() as conn:
-            actions = self.log.feed(conn, self.exp_id, event)
-            self.log.save(conn, self.exp_id)
-        return actions
+        """Feed an event, and the trial_created of each trial it creates (the master commits
+        a Create with its trial_created); returns the actions, the Creates' ones inline."""
+        if self.conn is None:
+            with self.group():
+                return self.call(event)
+        out = []
+        for a in self.log.feed(self.conn, self.exp_id, event):
+            out.append(a)
+            if isinstance(a, search.Create):
+                out += self.call(SearcherEvent("trial_created", a.request_id))
+        return out
 
 
 def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool = False) -> dict:
@@ -119,22 +149,17 @@ def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool 
             if isinstance(a, search.Create):
                 k = len(ordinal)
                 ordinal[a.request_id] = k
-                handle(call("trial_created", a.request_id))
+                if durable is None:  # durable mode fed it with the Create
+                    handle(call("trial_created", a.request_id))
                 live.append([a.request_id, k, 1, curve(k, steps)])
             elif isinstance(a, search.Stop):
                 stops += 1
 
-    t0 = time.perf_counter()
-    deadline = t0 + max_seconds
-    handle(call("start"))
-    while live and time.perf_counter() < deadline:
-        item = live.popleft()
+    def settle(item: list, actions: list, since: float, shared: float = 0.0) -> None:
+        """After one report: the gate, the close, the trials it lets the searcher create, the
+        requeue; charges the time since `since` (plus its share of a group's) to its bucket."""
+        nonlocal reports, mismatches
         rid, k, step, values = item
-        t1 = time.perf_counter()
-        if mode == "noop":
-            actions = [search.Stop(rid)] if step == steps else []
-        else:
-            actions = call("validation_completed", rid, {"loss": values[step - 1], "batches": step})
         stopped = any(isinstance(a, search.Stop) for a in actions)
         if ref is not None and ref.decide(k, step, values[step - 1]) != stopped:
             mismatches += 1
@@ -147,10 +172,33 @@ def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool 
         handle(actions)
         b = window.setdefault(k // max(1, trials // 10), [0, 0.0])
         b[0] += 1
-        b[1] += time.perf_counter() - t1
+        b[1] += time.perf_counter() - since + shared
         if not stopped and step < steps:
             item[2] = step + 1
             live.append(item)
+
+    t0 = time.perf_counter()
+    deadline = t0 + max_seconds
+    handle(call("start"))
+    while live and time.perf_counter() < deadline:
+        if durable is not None:  # one round of the round-robin is one event group
+            group = [live.popleft() for _ in range(len(live))]
+            t1 = time.perf_counter()
+            with durable.group():
+                results = [call("validation_completed", rid, {"loss": values[step - 1], "batches": step})
+                           for rid, _, step, values in group]
+            shared = (time.perf_counter() - t1) / len(group)
+            for item, actions in zip(group, results, strict=True):
+                settle(item, actions, time.perf_counter(), shared)
+            continue
+        item = live.popleft()
+        rid, k, step, values = item
+        t1 = time.perf_counter()
+        if mode == "noop":
+            actions = [search.Stop(rid)] if step == steps else []
+        else:
+            actions = call("validation_completed", rid, {"loss": values[step - 1], "batches": step})
+        settle(item, actions, t1)
     wall = time.perf_counter() - t0
     if tmp:
         durable.engine.dispose()
@@ -185,7 +233,7 @@ def main() -> None:
         mem.append(drive(a.trials, a.steps, mode="memory", max_seconds=120))
         if peer:
             opt_mem.append(run_peer("optuna", "optuna_sha.py", ["--trials", str(a.optuna_trials)]))
-        dur.append(drive(a.durable_trials, a.steps, mode="durable", max_seconds=120))
+        dur.append(drive(a.durable_trials, a.steps, mode="durable", max_seconds=120, gate=True))
         if peer:
             opt_rdb.append(run_peer("optuna", "optuna_sha.py", ["--trials", str(a.optuna_rdb_trials),
                                                                 "--storage", "sqlite"]))
@@ -204,6 +252,7 @@ def main() -> None:
         "cost_ratio_last_vs_first": sorted(scale)[len(scale) // 2] if scale else None,
         "gate_mismatches": gate["gate_mismatches"], "gate_reports": gate["reports"],
         "gate_ok": gate["gate_mismatches"] == 0,
+        "durable_gate_ok": all(d["gate_mismatches"] == 0 for d in dur),
         "ratio_mem_vs_optuna": median_ratio(r, [o["reports_per_s"] for o in opt_mem]) if peer else None,
         "ratio_durable_vs_optuna_rdb": median_ratio([d["reports_per_s"] for d in dur],
                                                     [o["reports_per_s"] for o in opt_rdb]) if peer else None,

@@ -102,6 +102,8 @@ class DetJupyterApp(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self.master.set_url(self._own_url())
         self.master.start()
+        # Validations reported in one loop turn share a transaction (group commit).
+        self.master.searcher_batch.schedule = asyncio.get_running_loop().call_soon
         from tornado.ioloop import PeriodicCallback
 
         # Events drive scheduling; this tick is a safety net so nothing waits on a lost event.

@@ -1,8 +1,9 @@
 """Experiments: creation, the user's lifecycle verbs, and the searcher loop.
 
 Every searcher event runs in one transaction with its consequences: the new trials, the
-stop decisions and the searcher's snapshot are committed together, so a master killed at
-any point restarts with a searcher that agrees with the trials table.
+stop decisions and the searcher's event log are committed together, so a master killed at
+any point restarts with a searcher that agrees with the trials table. Several events of one
+experiment may share that transaction (``searcher_events``).
 """
 
 from __future__ import annotations
@@ -179,37 +180,75 @@ class ExperimentService:
 
     def _start_searcher(self, conn: sa.Connection, exp_id: int) -> None:
         conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_started=True))
-        self._apply(conn, exp_id, self._log.feed(conn, exp_id, SearcherEvent("start")))
+        self._apply(conn, exp_id, [SearcherEvent("start")])
 
     def searcher_event(self, exp_id: int, event: SearcherEvent) -> None:
         """Feed one event to the experiment's searcher and apply what it decides, atomically."""
+        self.searcher_events(exp_id, [event])
+
+    def searcher_events(self, exp_id: int, events: list[SearcherEvent]) -> None:
+        """Feed events to the experiment's searcher, in order, and apply what it decides in ONE
+        transaction (a group commit: one commit's wait instead of one per event).
+
+        Each event sees the effects of those before it, so the decisions and rows are those of
+        feeding them one by one, except that the effects deferred past the commit (preempting
+        a stopped trial, or closing it at once when nothing of it runs, which feeds its
+        trial_closed) follow the whole group, and the snapshot is rewritten at most once per
+        group. If the group fails it rolls back and each event is retried alone:
+        a bad event then ends as it would have alone (a searcher error fails the experiment,
+        anything else is raised after the others were fed) and costs the others nothing.
+        """
+        if not events:
+            return
         shutdown = True
         try:
             with self._engine.begin() as conn:
-                shutdown = self._apply(conn, exp_id, self._log.feed(conn, exp_id, event))
+                shutdown = self._apply(conn, exp_id, events)
         except Exception as exc:
             self._log.forget(exp_id)  # its in-memory state may be ahead of the rolled-back DB
             self.trials.discard_deferred()
+            if len(events) > 1:
+                self._one_by_one(exp_id, events)
+                return
             if not isinstance(exc, search.SearcherError):
                 raise
             self.fail(exp_id, f"searcher error: {exc}")
         self.trials.flush()
         # A validation can end the experiment only through a searcher shutdown; a trial closing
         # always may. Skipping the check otherwise keeps the per-report cost down.
-        if shutdown or event.kind != "validation_completed":
+        if shutdown or any(e.kind != "validation_completed" for e in events):
             self.maybe_finish(exp_id)
 
-    def _apply(self, conn: sa.Connection, exp_id: int, actions: list) -> bool:
-        """Carry out a searcher's actions (and those of the trial_created events they cause)."""
-        exp = conn.execute(
-            sa.select(t.experiments.c.id, t.experiments.c.state, t.experiments.c.config)
-            .where(t.experiments.c.id == exp_id)
-        ).one()
-        shutdown = self._carry_out(conn, exp, actions)
+    def _one_by_one(self, exp_id: int, events: list[SearcherEvent]) -> None:
+        """Retry a failed group event by event; raise the first error once all were tried."""
+        first: Exception | None = None
+        for event in events:
+            try:
+                self.searcher_events(exp_id, [event])
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def _apply(self, conn: sa.Connection, exp_id: int, events: list[SearcherEvent]) -> bool:
+        """Feed events and carry out their actions (and those of the trial_created events they
+        cause); returns whether the searcher shut down."""
+        exp = self._exp_row(conn, exp_id)
+        shutdown = False
+        for event in events:
+            if self._carry_out(conn, exp, self._log.feed(conn, exp_id, event)):
+                shutdown = True
+                exp = self._exp_row(conn, exp_id)  # a failed search's Shutdown changed its state
         if shutdown:
             conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_shutdown=True))
         self._log.save(conn, exp_id, force=shutdown)
         return shutdown
+
+    def _exp_row(self, conn: sa.Connection, exp_id: int) -> sa.Row:
+        return conn.execute(
+            sa.select(t.experiments.c.id, t.experiments.c.state, t.experiments.c.config)
+            .where(t.experiments.c.id == exp_id)
+        ).one()
 
     def _carry_out(self, conn: sa.Connection, exp: Any, actions: list) -> bool:
         shutdown = False

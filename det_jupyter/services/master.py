@@ -15,6 +15,7 @@ from ..rm.agents import AgentRM
 from ..store import make_engine, migrate
 from ..store import tables as t
 from ._clock import Clock
+from ._searcher_batch import SearcherBatcher
 from ._searcher_log import SearcherEvent
 from .allocations import AllocationService
 from .auth import AuthService
@@ -72,6 +73,7 @@ class Master:
         self.experiments = ExperimentService(self.engine, self.clock, self.defaults)
         self.experiments.trials = self.trials
         self.trials.experiments = self.experiments
+        self.searcher_batch = SearcherBatcher(self.experiments.searcher_events)
         self.rm = AgentRM(self.allocations, self.logs, self.clock, reconnect_wait_s=settings.agent_reconnect_wait_s)
         self.allocations.owner = self.trials
         self.allocations.launcher = self.rm
@@ -120,7 +122,12 @@ class Master:
         self.trials._identity = self.identity
 
     def report_metrics(self, trial_id: int, run_id: int | None, reports: list) -> None:
-        """Store a trial's reports; feed new validation metrics to its searcher."""
+        """Store a trial's reports; feed new validation metrics to its searcher.
+
+        The validations join the searcher batch (``_searcher_batch``): with the app's loop hook
+        they are fed, with those of other trials, in one transaction per experiment at the next
+        loop turn; without a hook, before this returns.
+        """
         validations = self.metrics.ingest(trial_id, run_id, reports)
         if not validations:
             return
@@ -131,14 +138,18 @@ class Master:
             ).one()
         if trial.state != "ACTIVE":
             return  # a stopping trial's late validations don't move the search
-        for report in validations:
-            self.experiments.searcher_event(
-                trial.experiment_id,
-                SearcherEvent("validation_completed", trial.request_id, metrics=dict(report.metrics)),
-            )
+        self.searcher_batch.add(trial.experiment_id, [
+            SearcherEvent("validation_completed", trial.request_id, metrics=dict(report.metrics))
+            for report in validations
+        ])
+        self.searcher_batch.kick()
 
     def stop(self) -> None:
-        self.engine.dispose()
+        self.searcher_batch.schedule = None
+        try:
+            self.searcher_batch.flush()  # validations queued for a loop turn that will not come
+        finally:
+            self.engine.dispose()
 
 
 def load_or_create_secret(path: str) -> str:

@@ -1,0 +1,65 @@
+"""The searcher batch: validations queued in one loop turn become one group per experiment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from det_jupyter.services._searcher_batch import SearcherBatcher
+from det_jupyter.services._searcher_log import SearcherEvent
+
+
+def _val(rid: str) -> SearcherEvent:
+    return SearcherEvent("validation_completed", rid, metrics={"loss": 1.0})
+
+
+class RecordingFeed:
+    """Records each group it is fed; raises for the experiments in ``failing``."""
+
+    def __init__(self, failing: tuple[int, ...] = ()) -> None:
+        self.groups: list[tuple[int, list[str | None]]] = []
+        self.failing = failing
+
+    def __call__(self, exp_id: int, events: list[SearcherEvent]) -> None:
+        self.groups.append((exp_id, [e.request_id for e in events]))
+        if exp_id in self.failing:
+            raise RuntimeError(f"experiment {exp_id} failed")
+
+
+def test_one_loop_turn_is_one_flush_with_one_group_per_experiment() -> None:
+    feed = RecordingFeed()
+    batch = SearcherBatcher(feed)
+    loop_turn: list[Callable[[], None]] = []
+    batch.schedule = loop_turn.append
+    for exp_id, rids in [(1, ["a"]), (2, ["x"]), (1, ["b", "c"])]:
+        batch.add(exp_id, [_val(r) for r in rids])
+        batch.kick()
+    assert len(loop_turn) == 1 and feed.groups == []
+    loop_turn.pop()()
+    assert feed.groups == [(1, ["a", "b", "c"]), (2, ["x"])]
+    batch.add(1, [_val("d")])
+    batch.kick()
+    assert len(loop_turn) == 1  # the next turn gets a flush of its own
+    loop_turn.pop()()
+    assert feed.groups[-1] == (1, ["d"])
+
+
+def test_without_a_hook_kick_feeds_at_once() -> None:
+    feed = RecordingFeed()
+    batch = SearcherBatcher(feed)
+    batch.add(7, [_val("a")])
+    batch.kick()
+    assert feed.groups == [(7, ["a"])]
+
+
+def test_a_failing_experiment_keeps_no_other_from_its_searcher() -> None:
+    feed = RecordingFeed(failing=(1,))
+    batch = SearcherBatcher(feed)
+    batch.add(1, [_val("a")])
+    batch.add(2, [_val("x")])
+    with pytest.raises(RuntimeError, match="experiment 1"):
+        batch.flush()
+    assert feed.groups == [(1, ["a"]), (2, ["x"])]
+    batch.flush()
+    assert len(feed.groups) == 2  # the queue was consumed: nothing is fed twice
