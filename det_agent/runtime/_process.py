@@ -284,7 +284,9 @@ class ProcessRuntime(Runtime):
         batcher.close()
         exit_code = 128 - returncode if returncode < 0 else returncode
         reason = "killed" if task.killed else None
+        log.info("task %s exited with %d", task.allocation_id, exit_code)
+        # Report first: the slot is free now, and the master can place the next task while
+        # this one's directory is removed.
+        self._report(task, [], exit_code, reason)
         if not self._keep:
             await asyncio.to_thread(shutil.rmtree, root, True)
-        log.info("task %s exited with %d", task.allocation_id, exit_code)
-        self._report(task, [], exit_code, reason)

@@ -20,6 +20,7 @@ pid 1 of its namespace, so everything it leaves behind dies with it.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
 import os
@@ -28,6 +29,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 
 import det_harness
 
@@ -157,16 +159,46 @@ def _reap(sock: socket.socket, tasks: dict[int, str]) -> None:
             sock.send(json.dumps({"id": job_id, "status": status}).encode())
 
 
+def _run(argv: list[str]) -> int:
+    """Run the task's script or module as ``__main__``; its exit code, as the interpreter's."""
+    try:
+        if argv[0] == "-m":
+            sys.argv = [argv[1], *argv[2:]]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = list(argv)
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        return 1
+    return 0
+
+
+def _exit(code: int) -> None:
+    """Leave as the interpreter would — non-daemon threads joined, atexit run, output flushed —
+    but without tearing every module down, which costs a warm task more than its start."""
+    main = threading.main_thread()
+    for t in threading.enumerate():
+        if t is not main and not t.daemon:
+            t.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code & 0xFF)
+
+
 def main() -> None:
     sock = socket.socket(fileno=int(os.environ.pop("DET_LAUNCHER_FD")))
     job = _serve(sock)
-    argv = job["argv"]
-    if argv[0] == "-m":
-        sys.argv = [argv[1], *argv[2:]]
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-    else:
-        sys.argv = list(argv)
-        runpy.run_path(argv[0], run_name="__main__")
+    _exit(_run(job["argv"]))
 
 
 if __name__ == "__main__":

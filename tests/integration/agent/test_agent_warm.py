@@ -82,6 +82,16 @@ def test_a_python_script_starts_warm_with_the_task_state(tmp_path, isolate: bool
 def test_errors_and_exits_read_as_in_a_cold_start(tmp_path) -> None:
     crash = _script(tmp_path, "def f():\n    raise ValueError('boom')\nf()\n", "crash.py")
     message = _script(tmp_path, "import sys\nsys.exit('bad config: lr')\n", "message.py")
+    ending = _script(tmp_path, textwrap.dedent("""
+        import atexit, sys, threading, time
+        atexit.register(lambda: print("atexit ran"))
+        def late():
+            time.sleep(0.2)
+            print("thread done")
+        threading.Thread(target=late).start()
+        print("main done")  # no flush: exiting must flush it
+        sys.exit(3)
+    """), "ending.py")
     module_dir = tmp_path / "pkg"
     module_dir.mkdir()
     (module_dir / "__init__.py").write_text("")
@@ -93,6 +103,7 @@ def test_errors_and_exits_read_as_in_a_cold_start(tmp_path) -> None:
             return {
                 "crash": await _run(rt, _spec("c.1", [PY, crash])),
                 "message": await _run(rt, _spec("m.1", [PY, "-u", message])),
+                "ending": await _run(rt, _spec("e.1", [PY, ending])),
                 "module": await _run(rt, _spec("p.1", f"{PY} -m pkg.main x y",
                                               env={"PYTHONPATH": str(tmp_path)})),
             }
@@ -106,6 +117,8 @@ def test_errors_and_exits_read_as_in_a_cold_start(tmp_path) -> None:
     assert "ValueError: boom" in err and "Traceback" in err
     rec, code = out["message"]
     assert code == 1 and rec.text("m.1", "stderr") == ["bad config: lr\n"]
+    rec, code = out["ending"]
+    assert code == 3 and rec.text("e.1", "stdout") == ["main done\n", "thread done\n", "atexit ran\n"]
     rec, code = out["module"]
     assert code == 0 and rec.text("p.1", "stdout") == ["module ['x', 'y'] __main__\n"]
 
