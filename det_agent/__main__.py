@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--resource-pool", default="", help="resource pool (default: the default pool)")
     p.add_argument(
+        "--no-warm-start",
+        dest="warm_start",
+        action="store_false",
+        help="start every task as a new process instead of forking Python tasks from a launcher "
+        "that has the harness loaded",
+    )
+    p.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -97,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             slots=slots,
             work_dir=args.work_dir,
             resource_pool=args.resource_pool,
+            warm_start=args.warm_start,
         )
     except ValueError as e:
         parser.error(str(e))

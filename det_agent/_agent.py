@@ -36,8 +36,9 @@ class Agent:
     """Connects this host's slots to a det-jupyter master and runs the tasks it assigns.
 
     ``master_url`` is the master's http(s) URL; ``token`` its agent token. ``runtime`` defaults
-    to a :class:`ProcessRuntime` under ``work_dir``. While the master is unreachable, tasks keep
-    running and outgoing frames wait in a bounded outbox that is replayed after the next hello.
+    to a :class:`ProcessRuntime` under ``work_dir`` (``warm_start``: see the runtime). While
+    the master is unreachable, tasks keep running and outgoing frames wait in a bounded outbox
+    that is replayed after the next hello.
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class Agent:
         work_dir: str,
         resource_pool: str = "",
         runtime: Runtime | None = None,
+        warm_start: bool = True,
     ) -> None:
         if not token:
             raise ValueError("the agent token is empty; pass the master's agent token")
@@ -63,7 +65,7 @@ class Agent:
         self.runtime = (
             runtime
             if runtime is not None
-            else ProcessRuntime(work_dir, agent_id=agent_id, slots=self.slots)
+            else ProcessRuntime(work_dir, agent_id=agent_id, slots=self.slots, warm_start=warm_start)
         )
         self._outbox = Outbox()
         self._wake = asyncio.Event()

@@ -39,6 +39,10 @@ class DetJupyterApp(ExtensionApp):
         "into <data_dir>/agent_token (mode 0600).",
     )
     embedded_agent = Bool(True, config=True, help="Run an agent inside the master process.")
+    warm_start = Bool(
+        True, config=True,
+        help="The embedded agent forks Python tasks from a launcher with the harness loaded.",
+    )
     agent_slots = Integer(
         None, allow_none=True, config=True,
         help="CPU slots of the embedded agent when there is no GPU (default: number of CPUs).",
@@ -119,6 +123,7 @@ class DetJupyterApp(ExtensionApp):
                 agent_id=agent_id,
                 slots=detect_slots(self.agent_slots),
                 work_dir=os.path.join(self.data_dir, "agent"),
+                warm_start=self.warm_start,
             )
             self._agent_task = asyncio.ensure_future(self._agent.run())
         self.log.info("det-jupyter master at %s (cluster %s)", self.master.settings.url, self.master.cluster_id)
