@@ -24,7 +24,7 @@ from ._launch import (
     python_bin_dir,
 )
 from ._logs import LogBatcher, pump_pipe, utc_now, wait_process
-from ._taskdir import LaunchError, fetch_context, make_task_dir, write_info_files
+from ._taskdir import ContextCache, LaunchError, fetch_context, make_task_dir, write_info_files
 from ._warm import WarmLauncher, WarmProcess, WarmStartError
 
 log = logging.getLogger(__name__)
@@ -101,6 +101,7 @@ class ProcessRuntime(Runtime):
         self._base_env = base_env
         self._keep = keep_task_dirs
         self._tasks: dict[str, _Task] = {}
+        self._contexts = ContextCache(os.path.join(self._work_dir, "contexts"))
         self._unshare: list[str] | None = None
         if isolate is not False:
             self._unshare = _isolation_prefix()
@@ -152,7 +153,7 @@ class ProcessRuntime(Runtime):
                 argv = entrypoint_argv(spec["entrypoint"])
             except (ValueError, TypeError) as e:
                 raise LaunchError(f"invalid task spec: {e}") from e
-            await fetch_context(spec, taskdir.work)
+            await fetch_context(spec, taskdir.work, self._contexts)
             if task.killed:
                 raise LaunchError("killed before it started", exit_code=137)
             mounts = list(spec.get("mounts") or [])

@@ -6,11 +6,13 @@ import asyncio
 import base64
 import binascii
 import dataclasses
+import hashlib
 import io
 import json
 import os
 import shutil
 import tarfile
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,15 +82,19 @@ def extract_context(b64_tgz: str, dest: str) -> None:
     except (binascii.Error, ValueError) as e:
         raise LaunchError(f"context download failed: b64Tgz is not base64 ({e})") from e
     try:
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
-            if hasattr(tarfile, "data_filter"):
-                # Rejects absolute paths, "..", links out of dest and device files.
-                tar.extractall(dest, filter="data")
-            else:  # Python without PEP 706 filters
-                _check_members(tar, dest)
-                tar.extractall(dest)  # noqa: S202 - members checked above
+        _extract(raw, dest)
     except (tarfile.TarError, OSError) as e:
         raise LaunchError(f"context download failed: cannot extract the archive ({e})") from e
+
+
+def _extract(raw_tgz: bytes, dest: str) -> None:
+    with tarfile.open(fileobj=io.BytesIO(raw_tgz), mode="r:*") as tar:
+        if hasattr(tarfile, "data_filter"):
+            # Rejects absolute paths, "..", links out of dest and device files.
+            tar.extractall(dest, filter="data")
+        else:  # Python without PEP 706 filters
+            _check_members(tar, dest)
+            tar.extractall(dest)  # noqa: S202 - members checked above
 
 
 def _check_members(tar: tarfile.TarFile, dest: str) -> None:
@@ -99,13 +105,67 @@ def _check_members(tar: tarfile.TarFile, dest: str) -> None:
             raise tarfile.TarError(f"refusing archive member {member.name!r}")
 
 
-async def fetch_context(spec: Mapping[str, Any], dest: str) -> None:
-    """Download ``spec["context_url"]`` from the master and extract it into ``dest``.
+class ContextCache:
+    """Extracted contexts by digest (``sha256:<hex>`` from the spec), so that the tasks of one
+    experiment download and extract its context once per agent. Each task gets a copy (a task
+    may write into its working directory); the ``keep`` most recently used stay."""
+
+    def __init__(self, root: str, keep: int = 8) -> None:
+        self._root = root
+        self._keep = keep
+
+    def _path(self, digest: str) -> str | None:
+        algo, _, hexdigest = digest.partition(":")
+        if algo != "sha256" or len(hexdigest) != 64 or not all(c in "0123456789abcdef" for c in hexdigest):
+            return None
+        return os.path.join(self._root, hexdigest)
+
+    def copy_to(self, digest: str, dest: str) -> bool:
+        """Copy the cached context into ``dest``; False when it is not cached."""
+        path = self._path(digest)
+        if path is None or not os.path.isdir(path):
+            return False
+        os.utime(path)  # most recently used
+        shutil.copytree(path, dest, dirs_exist_ok=True, symlinks=True)
+        return True
+
+    def add(self, digest: str, raw_tgz: bytes) -> bool:
+        """Extract and keep a context whose archive matches ``digest``; False if it does not."""
+        path = self._path(digest)
+        if path is None or hashlib.sha256(raw_tgz).hexdigest() != os.path.basename(path):
+            return False
+        os.makedirs(self._root, exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=self._root, prefix=".partial-")
+        try:
+            _extract(raw_tgz, tmp)
+        except (tarfile.TarError, OSError):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False  # extracting it into the task says what is wrong
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)  # another task of the experiment got there first
+        self._prune()
+        return os.path.isdir(path)
+
+    def _prune(self) -> None:
+        entries = [e for e in os.scandir(self._root) if e.is_dir() and not e.name.startswith(".")]
+        entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)
+        for old in entries[self._keep:]:
+            shutil.rmtree(old.path, ignore_errors=True)
+
+
+async def fetch_context(spec: Mapping[str, Any], dest: str, cache: ContextCache | None = None) -> None:
+    """Put the task's context into ``dest``: from ``cache`` when it holds the spec's
+    ``context_digest``, else downloaded from ``spec["context_url"]`` (and cached).
 
     Raises LaunchError (with a message naming the URL and the cause) when it fails.
     """
     context_url = spec.get("context_url")
     if not context_url:
+        return
+    digest = str(spec.get("context_digest") or "")
+    if cache is not None and digest and await asyncio.to_thread(cache.copy_to, digest, dest):
         return
     env = spec.get("env") or {}
     master = str(env.get("DET_MASTER") or "").rstrip("/")
@@ -128,4 +188,15 @@ async def fetch_context(spec: Mapping[str, Any], dest: str) -> None:
     except (ValueError, KeyError, TypeError) as e:
         raise LaunchError(f"context download failed: GET {url} did not return b64Tgz") from e
     # Decoding and extracting can take seconds for big contexts; keep the event loop free.
-    await asyncio.to_thread(extract_context, b64 or "", dest)
+    await asyncio.to_thread(_place_context, b64 or "", dest, cache, digest)
+
+
+def _place_context(b64_tgz: str, dest: str, cache: ContextCache | None, digest: str) -> None:
+    if cache is not None and digest and b64_tgz:
+        try:
+            raw = base64.b64decode(b64_tgz, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b""
+        if raw and cache.add(digest, raw) and cache.copy_to(digest, dest):
+            return
+    extract_context(b64_tgz, dest)

@@ -10,6 +10,7 @@ Exit rules (0.38.1, plus the searcher stop reaching the trial as a preemption si
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ class TrialService:
         self._allocs = allocations
         self._identity = identity
         self._deferred: list[Callable[[], None]] = []
+        self._context_digests: dict[int, str | None] = {}
         self.experiments: Any = None  # ExperimentService, wired by the Master
 
     # -- effects that must wait for the caller's transaction to commit ------------------
@@ -205,13 +207,14 @@ class TrialService:
                     sa.select(t.checkpoints.c.steps_completed).where(t.checkpoints.c.uuid == trial.latest_checkpoint)
                 ).scalar() or 0
             run_id = trial.run_id + 1
-            # Whatever an earlier run reported past the checkpoint will be reported again.
-            conn.execute(
-                sa.update(t.metrics)
-                .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
-                .values(archived=True)
-            )
-            recompute_summary(conn, trial.id, exp.config)
+            if trial.run_id:  # a first run has nothing to rewind
+                # Whatever an earlier run reported past the checkpoint will be reported again.
+                conn.execute(
+                    sa.update(t.metrics)
+                    .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
+                    .values(archived=True)
+                )
+                recompute_summary(conn, trial.id, exp.config)
             conn.execute(
                 sa.update(t.trials)
                 .where(t.trials.c.id == trial.id)
@@ -220,7 +223,21 @@ class TrialService:
             conn.execute(
                 sa.update(t.allocations).where(t.allocations.c.allocation_id == alloc.allocation_id).values(run_id=run_id)
             )
-        return self._spec(alloc, trial, exp, owner, run_id, ckpt_steps, agent_id, slot_ids, token)
+            digest = self._context_digest(conn, exp.id)
+        spec = self._spec(alloc, trial, exp, owner, run_id, ckpt_steps, agent_id, slot_ids, token)
+        if digest:
+            spec["context_digest"] = digest
+        return spec
+
+    def _context_digest(self, conn: sa.Connection, exp_id: int) -> str | None:
+        """``sha256:<hex>`` of the experiment's context archive (immutable, so hashed once per
+        master run): agents keep extracted contexts by it and download each one once."""
+        if exp_id not in self._context_digests:
+            tgz = conn.execute(
+                sa.select(t.experiment_contexts.c.tgz).where(t.experiment_contexts.c.experiment_id == exp_id)
+            ).scalar()
+            self._context_digests[exp_id] = f"sha256:{hashlib.sha256(tgz).hexdigest()}" if tgz else None
+        return self._context_digests[exp_id]
 
     def _spec(
         self, alloc: Any, trial: Any, exp: Any, owner: str, run_id: int, steps: int,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import io
 import json
 import sys
@@ -38,6 +39,7 @@ class FakeMaster:
         self.frames: asyncio.Queue[dict] = asyncio.Queue()
         self.conn: tornado.websocket.WebSocketHandler | None = None
         self.refused = 0
+        self.context_gets = 0
         master = self
 
         class Agents(tornado.websocket.WebSocketHandler):
@@ -62,6 +64,7 @@ class FakeMaster:
                     f"Bearer {ALLOC_TOKEN}"
                 ):
                     raise tornado.web.HTTPError(401)
+                master.context_gets += 1
                 self.write({"b64Tgz": _context()})
 
         self.app = tornado.web.Application(
@@ -81,12 +84,19 @@ class FakeMaster:
             if frame["type"] == kind and allocation_id in (None, frame.get("allocation_id")):
                 return frame
 
+    async def next_of_any(self, allocation_id: str) -> dict:
+        while True:
+            frame = await self.next()
+            if frame.get("allocation_id") == allocation_id:
+                return frame
+
     def send(self, frame: dict) -> None:
         assert self.conn is not None
         self.conn.write_message(json.dumps(frame))
 
-    def spec(self, allocation_id: str, entrypoint, context: bool = False) -> dict:
+    def spec(self, allocation_id: str, entrypoint, context: bool = False, digest: str | None = None) -> dict:
         return {
+            **({"context_digest": digest} if digest else {}),
             "task_id": "t1",
             "allocation_id": allocation_id,
             "task_type": "TRIAL",
@@ -163,6 +173,36 @@ def test_task_lifecycle_and_kill(tmp_path) -> None:
         await _with_agent(master, agent, body)
 
     asyncio.run(scenario())
+
+
+def test_an_experiment_context_is_downloaded_once(tmp_path) -> None:
+    """Tasks whose spec names the same context digest share one download; a digest that does
+    not match the archive is not trusted (downloaded each time)."""
+    right = "sha256:" + hashlib.sha256(base64.b64decode(_context())).hexdigest()
+    wrong = "sha256:" + "0" * 64
+
+    async def scenario() -> list[tuple[int, list[str]]]:
+        master = FakeMaster()
+        agent = _agent(master, tmp_path)
+        seen = []
+
+        async def body() -> None:
+            await master.next()
+            for i, digest in enumerate([right, right, right, wrong, wrong]):
+                entry = [sys.executable, "-c", "import os; print(sorted(os.listdir('.')))"]
+                master.send({"type": "start_task", "spec": master.spec(f"1.t1.{i}", entry, True, digest)})
+                lines = []
+                while (frame := await master.next_of_any(f"1.t1.{i}"))["type"] != "task_exited":
+                    lines += [x["log"] for x in frame.get("lines", [])]
+                assert frame["exit_code"] == 0, lines
+                seen.append((master.context_gets, lines))
+
+        await _with_agent(master, agent, body)
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert [gets for gets, _ in seen] == [1, 1, 1, 2, 3]
+    assert all(lines == ["['train.py']\n"] for _, lines in seen)
 
 
 def test_wrong_token_is_refused_and_retried(tmp_path) -> None:

@@ -167,3 +167,34 @@ def test_extract_context_keeps_absolute_names_inside(tmp_path) -> None:
 def test_extract_context_refuses_non_base64(tmp_path) -> None:
     with pytest.raises(LaunchError, match="not base64"):
         extract_context("%%%", str(tmp_path))
+
+
+def _raw(files: dict[str, bytes]) -> bytes:
+    return base64.b64decode(_tgz(files))
+
+
+def test_context_cache_keeps_contexts_by_digest(tmp_path) -> None:
+    import hashlib
+
+    from det_agent.runtime._taskdir import ContextCache
+
+    cache = ContextCache(str(tmp_path / "cache"), keep=2)
+    raws = [_raw({"train.py": f"print({i})\n".encode()}) for i in range(3)]
+    digests = ["sha256:" + hashlib.sha256(r).hexdigest() for r in raws]
+    assert not cache.copy_to(digests[0], str(tmp_path / "t0"))
+    assert not cache.add(digests[1], raws[0]), "an archive that does not match its digest is refused"
+    assert not cache.add("md5:abc", raws[0]) and not cache.add("sha256:../../etc", raws[0])
+    assert not cache.add("sha256:" + hashlib.sha256(b"junk").hexdigest(), b"junk")
+    assert cache.add(digests[0], raws[0])
+    dest = tmp_path / "t1"
+    dest.mkdir()
+    assert cache.copy_to(digests[0], str(dest))
+    (dest / "train.py").write_text("changed by the task")
+    again = tmp_path / "t2"
+    assert cache.copy_to(digests[0], str(again))
+    assert (again / "train.py").read_text() == "print(0)\n", "a task's writes never reach the cache"
+    for raw, digest in zip(raws[1:], digests[1:]):  # noqa: B905
+        os.utime(tmp_path / "cache" / digests[0].split(":")[1], (1, 1))  # the oldest
+        assert cache.add(digest, raw)
+    kept = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert kept == sorted(d.split(":")[1] for d in digests[1:])
