@@ -1,7 +1,7 @@
 """det-agent: runs det-jupyter tasks on a host's GPUs (or CPUs).
 
 Public surface: :class:`Agent` (the connection to the master), :func:`detect_slots` and
-:class:`Slot` (devices), and the runtimes in :mod:`det_agent.runtime`. The master↔agent
+:class:`Slot` (devices), :class:`LocalLink` (an agent inside its master's process), and the runtimes in :mod:`det_agent.runtime`. The master↔agent
 protocol is fixed in docs/internals.md. This package never imports det_jupyter.
 """
 
@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from ._agent import Agent
 from ._devices import Slot, detect_slots, gpu_utilization
+from ._link import LocalLink
 from ._version import __version__
 from .runtime import LogLine, ProcessRuntime, Runtime
 
 __all__ = [
     "Agent",
+    "LocalLink",
     "LogLine",
     "ProcessRuntime",
     "Runtime",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from tornado.httpclient import HTTPClientError, HTTPRequest
@@ -13,6 +13,7 @@ from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, w
 
 from . import _protocol as proto
 from ._devices import Slot
+from ._link import LocalLink
 from ._outbox import Outbox
 from ._version import __version__
 from .runtime import LogLine, ProcessRuntime, Runtime
@@ -30,13 +31,16 @@ CONNECT_TIMEOUT = 10.0
 STOP_FLUSH_TIMEOUT = 2.0
 
 T = TypeVar("T")
+Connection = WebSocketClientConnection | LocalLink
 
 
 class Agent:
     """Connects this host's slots to a det-jupyter master and runs the tasks it assigns.
 
     ``master_url`` is the master's http(s) URL; ``token`` its agent token. ``runtime`` defaults
-    to a :class:`ProcessRuntime` under ``work_dir`` (``warm_start``: see the runtime). While
+    to a :class:`ProcessRuntime` under ``work_dir`` (``warm_start``: see the runtime).
+    ``connect`` replaces the websocket with a :class:`LocalLink` (an agent embedded in its
+    master's process). While
     the master is unreachable, tasks keep running and outgoing frames wait in a bounded outbox
     that is replayed after the next hello.
     """
@@ -52,6 +56,7 @@ class Agent:
         resource_pool: str = "",
         runtime: Runtime | None = None,
         warm_start: bool = True,
+        connect: Callable[[], LocalLink] | None = None,
     ) -> None:
         if not token:
             raise ValueError("the agent token is empty; pass the master's agent token")
@@ -67,10 +72,11 @@ class Agent:
             if runtime is not None
             else ProcessRuntime(work_dir, agent_id=agent_id, slots=self.slots, warm_start=warm_start)
         )
+        self._local = connect
         self._outbox = Outbox()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._conn: WebSocketClientConnection | None = None
+        self._conn: Connection | None = None
         self._background: set[asyncio.Task[Any]] = set()
         #: Set while a websocket session (after hello) is up; for tests and status displays.
         self.connected = asyncio.Event()
@@ -114,7 +120,9 @@ class Agent:
             return None
         return work.result()
 
-    async def _connect(self) -> WebSocketClientConnection | None:
+    async def _connect(self) -> Connection | None:
+        if self._local is not None:
+            return self._local()
         request = HTTPRequest(
             self._url,
             headers={"Authorization": f"Bearer {self._token}"},
@@ -147,7 +155,7 @@ class Agent:
             log.warning("cannot reach the master at %s: %s", self._url, e)
         return None
 
-    async def _session(self, conn: WebSocketClientConnection) -> None:
+    async def _session(self, conn: Connection) -> None:
         sender: asyncio.Task[None] | None = None
         try:
             hello = proto.hello(
@@ -174,7 +182,7 @@ class Agent:
                 await asyncio.gather(sender, return_exceptions=True)
             conn.close()
 
-    async def _send_loop(self, conn: WebSocketClientConnection) -> None:
+    async def _send_loop(self, conn: Connection) -> None:
         try:
             while True:
                 frame = self._outbox.peek()

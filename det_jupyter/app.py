@@ -124,9 +124,31 @@ class DetJupyterApp(ExtensionApp):
                 slots=detect_slots(self.agent_slots),
                 work_dir=os.path.join(self.data_dir, "agent"),
                 warm_start=self.warm_start,
+                connect=lambda: self._local_link(agent_id),
             )
             self._agent_task = asyncio.ensure_future(self._agent.run())
         self.log.info("det-jupyter master at %s (cluster %s)", self.master.settings.url, self.master.cluster_id)
+
+    def _local_link(self, agent_id: str) -> Any:
+        """The embedded agent's connection: frames go between it and its session directly,
+        without a websocket, in this process's event loop."""
+        from det_agent import LocalLink
+
+        from .server_ext._cluster import AgentSession
+
+        session: AgentSession | None = None
+
+        def deliver(text: str) -> None:
+            assert session is not None
+            session.on_message(text)
+
+        def closed() -> None:
+            if session is not None:
+                session.on_close()
+
+        link = LocalLink(deliver, closed)
+        session = AgentSession(self.master, agent_id, link.push)
+        return link
 
     async def stop_extension(self) -> None:
         if self._tick is not None:

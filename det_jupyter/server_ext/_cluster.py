@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from tornado import websocket
@@ -48,13 +49,33 @@ class AgentSocket(websocket.WebSocketHandler):
         await super().get(*args, **kwargs)
 
     def open(self, *args: Any, **kwargs: Any) -> None:
+        self.session = AgentSession(self.master, self.agent_id, self._send_text)
+
+    def _send_text(self, text: str) -> None:
+        self.write_message(text)
+
+    def on_message(self, message: str | bytes) -> None:
+        self.session.on_message(message)
+
+    def on_close(self) -> None:
+        if hasattr(self, "session"):
+            self.session.on_close()
+
+
+class AgentSession:
+    """One agent's frames, whatever carries them: its websocket, or the in-process link of
+    the agent embedded in the master (``det_agent.LocalLink``)."""
+
+    def __init__(self, master: Any, agent_id: str, send_text: Callable[[str], None]) -> None:
+        self.master = master
+        self.agent_id = agent_id
+        self._send_text = send_text
         self._hello = False
-        self.write_message(json.dumps({"type": "welcome", "master_id": self.master.master_id,
-                                       "cluster_id": self.master.cluster_id}))
+        send_text(json.dumps({"type": "welcome", "master_id": master.master_id, "cluster_id": master.cluster_id}))
 
     def _send(self, msg: dict) -> None:
         try:
-            self.write_message(json.dumps(msg))
+            self._send_text(json.dumps(msg))
         except websocket.WebSocketClosedError:
             log.warning("agent %s: lost a frame (%s) on a closed socket", self.agent_id, msg.get("type"))
 
@@ -75,7 +96,7 @@ class AgentSocket(websocket.WebSocketHandler):
                 log.exception("agent %s: failed to handle %s", self.agent_id, msg.get("type"))
 
     def on_close(self) -> None:
-        if getattr(self, "_hello", False):
+        if self._hello:
             self.master.rm.disconnected(self.agent_id)
 
 
