@@ -40,7 +40,7 @@ def _v2_chart_levels(conn: sa.Connection) -> None:
         counts.setdefault(trial_id, {})[group] = n
     for trial_id, value in counts.items():
         conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(report_counts=value))
-    next(ix for ix in t.metrics.indexes if ix.name == "ix_metrics_chart").create(conn)
+    t.CHART_INDEXES[conn.dialect.name].create(conn)
 
 
 MIGRATIONS: list[tuple[int, Migration]] = [
