@@ -32,7 +32,16 @@ import time
 from collections.abc import Iterator
 
 import sqlalchemy as sa
-from _common import emit, log, median_ratio, peer_selected, run_peer
+from _common import (
+    add_db_arg,
+    backend,
+    bench_database,
+    emit,
+    log,
+    median_ratio,
+    peer_selected,
+    run_peer,
+)
 from _curves import curve
 
 from det_jupyter import searcher as search
@@ -79,8 +88,8 @@ class Durable:
     its end, as `ExperimentService.searcher_events` does; an event fed outside one is a group
     of its own."""
 
-    def __init__(self, path: str, s: search.Searcher, cfg: dict) -> None:
-        self.engine = make_engine(sqlite_url(path))
+    def __init__(self, url: str, s: search.Searcher, cfg: dict) -> None:
+        self.engine = make_engine(url)
         migrate(self.engine)
         with self.engine.begin() as conn:
             user = conn.execute(sa.insert(t.users).values(
@@ -124,16 +133,20 @@ class Durable:
         return out
 
 
-def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool = False) -> dict:
-    """Run one searcher over `trials` synthetic trials; returns counts, timings and the gate."""
+def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool = False,
+          db_url: str | None = None) -> dict:
+    """Run one searcher over `trials` synthetic trials; returns counts, timings and the gate.
+    Durable state goes to a fresh SQLite file, or with `db_url` a fresh PostgreSQL database."""
     s = search.make_searcher(searcher_config(trials, steps), HPARAMS, seed=1)
     units = list(s.brackets[0].rung_units)
     ref = RefRule(units, 4.0) if gate else None
     durable = None
-    tmp = None
+    cleanup = contextlib.ExitStack()
     if mode == "durable":
-        tmp = tempfile.TemporaryDirectory()
-        durable = Durable(os.path.join(tmp.name, "searcher.db"), s, searcher_config(trials, steps))
+        url = cleanup.enter_context(bench_database(db_url)) or sqlite_url(
+            os.path.join(cleanup.enter_context(tempfile.TemporaryDirectory()), "searcher.db"))
+        durable = Durable(url, s, searcher_config(trials, steps))
+        cleanup.callback(durable.engine.dispose)
 
     def call(kind: str, rid: str | None = None, metrics: dict | None = None) -> list:
         event = SearcherEvent(kind, rid, metrics=metrics)
@@ -200,9 +213,7 @@ def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool 
             actions = call("validation_completed", rid, {"loss": values[step - 1], "batches": step})
         settle(item, actions, t1)
     wall = time.perf_counter() - t0
-    if tmp:
-        durable.engine.dispose()
-        tmp.cleanup()
+    cleanup.close()
     first, last = window.get(0), window.get(9)
     cost_first = first[1] / first[0] if first and first[0] else None
     cost_last = last[1] / last[0] if last and last[0] else None
@@ -222,6 +233,7 @@ def main() -> None:
     ap.add_argument("--durable-trials", type=int, default=1000)
     ap.add_argument("--optuna-rdb-trials", type=int, default=200)
     ap.add_argument("--reps", type=int, default=3)
+    add_db_arg(ap)
     a = ap.parse_args()
     if a.smoke:
         a.trials, a.durable_trials, a.reps = 200, 50, 1
@@ -233,7 +245,7 @@ def main() -> None:
         mem.append(drive(a.trials, a.steps, mode="memory", max_seconds=120))
         if peer:
             opt_mem.append(run_peer("optuna", "optuna_sha.py", ["--trials", str(a.optuna_trials)]))
-        dur.append(drive(a.durable_trials, a.steps, mode="durable", max_seconds=120, gate=True))
+        dur.append(drive(a.durable_trials, a.steps, mode="durable", max_seconds=120, gate=True, db_url=a.db_url))
         if peer:
             opt_rdb.append(run_peer("optuna", "optuna_sha.py", ["--trials", str(a.optuna_rdb_trials),
                                                                 "--storage", "sqlite"]))
@@ -244,7 +256,7 @@ def main() -> None:
     scale = [m["us_per_report_last10pct"] / m["us_per_report_first10pct"] for m in mem
              if m["us_per_report_first10pct"] and m["us_per_report_last10pct"]]
     emit({
-        "bench": "bm3_searcher", "smoke": a.smoke, "peers": ["optuna"] if peer else [],
+        "bench": "bm3_searcher", "smoke": a.smoke, "db": backend(a.db_url), "peers": ["optuna"] if peer else [],
         "trials": a.trials, "steps": a.steps,
         "mem_reports_per_s": sorted(r)[len(r) // 2],
         "durable_reports_per_s": sorted(d["reports_per_s"] for d in dur)[len(dur) // 2],

@@ -37,7 +37,7 @@ def test_smoke(script: str, keys: set[str], limit: int) -> None:
     assert not summary.get("peers"), "smoke runs must not run peers"
 
 
-@pytest.mark.parametrize("script", ["bm1_ingest.py", "bm2_launch.py", "bm5_query.py"])
+@pytest.mark.parametrize("script", ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm5_query.py"])
 def test_smoke_on_postgres(script: str) -> None:
     """The benchmarks that run a master also run on PostgreSQL, in a database of their own that
     they drop afterwards."""
