@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -23,6 +24,10 @@ from ._clock import Clock
 
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
 SESSION_LIFESPAN_S = 30 * 24 * 3600
+# A session token checked this recently is trusted from memory: a UI or a poll sends many
+# requests a second, and on PostgreSQL each check is a few round trips. Logout forgets it at once.
+SESSION_CACHE_S = 1.0
+_SESSION_CACHE_MAX = 1024
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 
 
@@ -104,11 +109,15 @@ def _user(row: sa.Row) -> User:
 
 
 class AuthService:
-    """Users and credentials. All methods are synchronous database work."""
+    """Users and credentials. All methods are synchronous database work, except that
+    ``user_for_token`` answers from memory for a token it checked in the last SESSION_CACHE_S
+    seconds (still refusing it once expired); ``logout`` drops it from there first."""
 
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
+        # token hash -> (monotonic time of the check, session expiry, user)
+        self._checked: dict[str, tuple[float, float, User]] = {}
 
     def bootstrap(self, initial_password: str | None) -> str | None:
         """Create ``admin`` and ``determined`` on an empty database.
@@ -148,26 +157,34 @@ class AuthService:
             return self._open_session(conn, row.id), _user(row)
 
     def logout(self, token: str) -> None:
+        key = token_hash(token)
+        self._checked.pop(key, None)
         with self._engine.begin() as conn:
             conn.execute(
-                sa.update(t.user_sessions)
-                .where(t.user_sessions.c.token_hash == token_hash(token))
-                .values(revoked=True)
+                sa.update(t.user_sessions).where(t.user_sessions.c.token_hash == key).values(revoked=True)
             )
 
     def user_for_token(self, token: str) -> User:
         """The active user a session token belongs to; Unauthenticated otherwise."""
+        key = token_hash(token)
+        hit = self._checked.get(key)
+        if hit is not None and time.monotonic() - hit[0] < SESSION_CACHE_S and hit[1] >= self._clock.now():
+            return hit[2]
         with self._engine.connect() as conn:
             row = conn.execute(
                 sa.select(t.users, t.user_sessions.c.expires_at, t.user_sessions.c.revoked)
                 .join(t.user_sessions, t.user_sessions.c.user_id == t.users.c.id)
-                .where(t.user_sessions.c.token_hash == token_hash(token))
+                .where(t.user_sessions.c.token_hash == key)
             ).first()
         if row is None or row.revoked or row.expires_at < self._clock.now():
             raise Unauthenticated("invalid or expired token; log in again (det user login)")
         if not row.active:
             raise Unauthenticated("this user is deactivated")
-        return _user(row)
+        user = _user(row)
+        if len(self._checked) >= _SESSION_CACHE_MAX:
+            self._checked.clear()
+        self._checked[key] = (time.monotonic(), row.expires_at, user)
+        return user
 
     def user_by_id(self, user_id: int) -> User:
         with self._engine.connect() as conn:

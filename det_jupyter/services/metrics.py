@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,56 +31,65 @@ class Report:
     report_time: float
 
 
+MAX_STEPS = 2**31 - 1  # the steps column is a 32-bit integer on PostgreSQL
+
+
 def parse_report(body: dict, default_time: float) -> Report:
     """One report from the wire (``{"group", "stepsCompleted", "metrics", "reportTime"}``)."""
     if not isinstance(body, dict):
         raise InvalidRequest("each report must be an object")
     group = body.get("group") or "training"
-    steps = body.get("stepsCompleted", body.get("steps_completed"))
+    steps = body["stepsCompleted"] if "stepsCompleted" in body else body.get("steps_completed")
     metrics = body.get("metrics")
     if isinstance(metrics, dict) and "avgMetrics" in metrics:
         metrics = metrics["avgMetrics"]
     if not isinstance(group, str) or len(group) > 64:
         raise InvalidRequest("metrics group must be a string of at most 64 characters")
-    try:
-        steps = int(steps)
-    except (TypeError, ValueError) as exc:
-        raise InvalidRequest("stepsCompleted must be an integer") from exc
+    if type(steps) is not int:  # the wire's usual case needs no conversion
+        try:
+            steps = int(steps)
+        except (TypeError, ValueError) as exc:
+            raise InvalidRequest("stepsCompleted must be an integer") from exc
+    if not 0 <= steps <= MAX_STEPS:
+        raise InvalidRequest(f"stepsCompleted must be between 0 and {MAX_STEPS}, got {steps}")
     if not isinstance(metrics, dict):
         raise InvalidRequest("metrics must be an object of metric names to values")
-    return Report(group=group, steps_completed=steps, metrics=metrics, report_time=default_time)
+    return Report(group, steps, metrics, default_time)
 
 
-def _numbers(metrics: dict) -> dict[str, float]:
-    out = {}
-    for k, v in metrics.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        if math.isfinite(v):
-            out[k] = float(v)
+def update_summary(summary: dict | None, reports: list[Report]) -> dict:
+    """Fold reports, in order, into a trial's summary: per group, per metric last/min/max/count
+    of the finite numbers (``last``: the value at the highest step, a later report winning a
+    tie). One copy of the touched groups per call, then in place: ingestion folds whole
+    batches, and a fresh dict per value cost more than storing the rows."""
+    out = dict(summary or {})
+    touched: dict[str, dict] = {}
+    for r in reports:
+        stats = touched.get(r.group)
+        if stats is None:
+            stats = touched[r.group] = {k: dict(v) for k, v in (out.get(r.group) or {}).items()}
+        step = r.steps_completed
+        for name, value in r.metrics.items():
+            if type(value) is not float:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                value = float(value)
+            if not math.isfinite(value):
+                continue
+            s = stats.get(name)
+            if s is None:
+                stats[name] = {"last": value, "min": value, "max": value, "count": 1, "lastStep": step}
+                continue
+            if step >= s.get("lastStep", -1):
+                s["last"] = value
+                s["lastStep"] = step
+            if value < s["min"]:
+                s["min"] = value
+            if value > s["max"]:
+                s["max"] = value
+            s["count"] += 1
+    out.update(touched)
     return out
-
-
-def update_summary(summary: dict | None, report: Report) -> dict:
-    """Fold one report into a trial's summary: per group, per metric last/min/max/count."""
-    summary = dict(summary or {})
-    group = dict(summary.get(report.group) or {})
-    for name, value in _numbers(report.metrics).items():
-        prev = group.get(name)
-        if prev is None:
-            group[name] = {"last": value, "min": value, "max": value, "count": 1,
-                           "lastStep": report.steps_completed}
-        else:
-            newer = report.steps_completed >= prev.get("lastStep", -1)
-            group[name] = {
-                "last": value if newer else prev["last"],
-                "lastStep": report.steps_completed if newer else prev.get("lastStep"),
-                "min": min(prev["min"], value),
-                "max": max(prev["max"], value),
-                "count": prev["count"] + 1,
-            }
-    summary[report.group] = group
-    return summary
 
 
 def best_of(best: float | None, report: Report, metric: str | None, sign: float) -> float | None:
@@ -98,34 +108,51 @@ def recompute_summary(conn: sa.Connection, trial_id: int, config: dict) -> None:
     searcher = config.get("searcher", {})
     metric = searcher.get("metric")
     sign = 1.0 if searcher.get("smaller_is_better", True) else -1.0
-    summary: dict | None = None
+    reports = [
+        Report(row.mgroup, row.steps_completed, json.loads(row.body), 0.0)
+        for row in conn.execute(
+            sa.select(t.metrics.c.mgroup, t.metrics.c.steps_completed, t.metrics.c.body)
+            .where(t.metrics.c.trial_id == trial_id, t.metrics.c.archived.is_(False))
+            .order_by(t.metrics.c.steps_completed, t.metrics.c.id)
+        )
+    ]
+    summary = update_summary(None, reports) if reports else None
     best = None
-    for row in conn.execute(
-        sa.select(t.metrics.c.mgroup, t.metrics.c.steps_completed, t.metrics.c.body)
-        .where(t.metrics.c.trial_id == trial_id, t.metrics.c.archived.is_(False))
-        .order_by(t.metrics.c.steps_completed, t.metrics.c.id)
-    ):
-        report = Report(row.mgroup, row.steps_completed, json.loads(row.body), 0.0)
-        summary = update_summary(summary, report)
+    for report in reports:
         best = best_of(best, report, metric, sign)
     conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(summary=summary, best_validation=best))
 
 
 _METRIC_COLUMNS = "trial_id, trial_run_id, mgroup, steps_completed, report_time, body, archived, lod"
+# Binary COPY takes the columns' types, in that order; the server then parses no text.
+_METRIC_TYPES = ["int4", "int4", "text", "int4", "float8", "text", "bool", "int2"]
 
 
-def _insert_rows(conn: sa.Connection, rows: list[tuple]) -> None:
+def _rows(trial_id: int, run_id: int | None, reports: list[Report], counts: dict[str, int]) -> Iterator[tuple]:
+    """The metric rows of new reports; ``counts`` (reports so far per group) moves on past them
+    at once. Each row is made (its body encoded) as it is taken: PostgreSQL stores the rows
+    COPY has sent while the next ones are encoded."""
+    ordinals = []
+    for r in reports:
+        counts[r.group] = ordinal = counts.get(r.group, 0) + 1
+        ordinals.append(ordinal)
+    return ((trial_id, run_id, r.group, r.steps_completed, r.report_time, _body(r.metrics), False, _lod(n))
+            for r, n in zip(reports, ordinals, strict=True))
+
+
+def _insert_rows(conn: sa.Connection, rows: Iterable[tuple]) -> None:
     """Insert metric rows with the driver's fastest bulk path, past SQLAlchemy's per-row work:
-    COPY on PostgreSQL, executemany on SQLite."""
+    binary COPY on PostgreSQL, executemany on SQLite."""
     if conn.dialect.name == "postgresql":
         cursor = conn.connection.driver_connection.cursor()
-        with cursor.copy(f"COPY metrics ({_METRIC_COLUMNS}) FROM STDIN") as copy:
+        with cursor.copy(f"COPY metrics ({_METRIC_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_METRIC_TYPES)
             for row in rows:
                 copy.write_row(row)
         return
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     conn.exec_driver_sql(
-        f"INSERT INTO metrics ({_METRIC_COLUMNS}) VALUES ({', '.join([mark] * 8)})", rows
+        f"INSERT INTO metrics ({_METRIC_COLUMNS}) VALUES ({', '.join([mark] * 8)})", list(rows)
     )
 
 
@@ -149,6 +176,24 @@ def _dedupe_batch(reports: list[Report], seen: set[tuple[str, int]] | None = Non
     return out
 
 
+# Ingestion's two statements on the trial row, built once: building and keying a statement per
+# request cost more than running it on SQLite.
+_INGEST_TRIAL = (
+    sa.select(
+        t.trials.c.id, t.trials.c.run_id, t.trials.c.summary, t.trials.c.total_batches,
+        t.trials.c.best_validation, t.trials.c.report_counts, t.experiments.c.config,
+    )
+    .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
+    .where(t.trials.c.id == sa.bindparam("trial_id"))
+)
+_INGEST_UPDATE = (
+    sa.update(t.trials)
+    .where(t.trials.c.id == sa.bindparam("trial_id"))
+    .values({c: sa.bindparam(c, type_=t.trials.c[c].type)
+             for c in ("summary", "best_validation", "total_batches", "report_counts")})
+)
+
+
 class MetricService:
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
@@ -159,14 +204,7 @@ class MetricService:
         if not reports:
             return []
         with self._engine.begin() as conn:
-            trial = conn.execute(
-                sa.select(
-                    t.trials.c.id, t.trials.c.run_id, t.trials.c.summary, t.trials.c.total_batches,
-                    t.trials.c.best_validation, t.trials.c.report_counts, t.experiments.c.config,
-                )
-                .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
-                .where(t.trials.c.id == trial_id)
-            ).first()
+            trial = conn.execute(_INGEST_TRIAL, {"trial_id": trial_id}).first()
             if trial is None:
                 raise NotFound(f"trial {trial_id} not found")
             if run_id is not None and run_id and run_id != trial.run_id:
@@ -182,27 +220,20 @@ class MetricService:
             if not fresh:
                 return []
             counts = dict(trial.report_counts or {})
-            rows = []
-            for r in fresh:
-                counts[r.group] = ordinal = counts.get(r.group, 0) + 1
-                rows.append((trial_id, trial.run_id, r.group, r.steps_completed, r.report_time,
-                             _body(r.metrics), False, _lod(ordinal)))
-            _insert_rows(conn, rows)
-            summary = trial.summary
+            _insert_rows(conn, _rows(trial_id, trial.run_id, fresh, counts))
+            validations = [r for r in fresh if r.group == "validation"]
             best = trial.best_validation
             searcher = trial.config.get("searcher", {})
             metric = searcher.get("metric")
             sign = 1.0 if searcher.get("smaller_is_better", True) else -1.0
-            for r in fresh:
-                summary = update_summary(summary, r)
+            for r in validations:
                 best = best_of(best, r, metric, sign)
-            total = max([trial.total_batches] + [r.steps_completed for r in fresh])
-            conn.execute(
-                sa.update(t.trials)
-                .where(t.trials.c.id == trial_id)
-                .values(summary=summary, best_validation=best, total_batches=total, report_counts=counts)
-            )
-        return [r for r in fresh if r.group == "validation"]
+            total = max(trial.total_batches, max(r.steps_completed for r in fresh))
+            conn.execute(_INGEST_UPDATE, {
+                "trial_id": trial_id, "summary": update_summary(trial.summary, fresh),
+                "best_validation": best, "total_batches": total, "report_counts": counts,
+            })
+        return validations
 
     def _drop_known(self, conn: sa.Connection, trial_id: int, reports: list[Report]) -> list[Report]:
         lo = min(r.steps_completed for r in reports)
@@ -318,36 +349,40 @@ class MetricService:
                 sa.select(t.trials.c.id, t.trials.c.report_counts).where(t.trials.c.id.in_(trial_ids)))}
         levels = ", ".join(f"({int(tid)}, {_level(counts.get(tid, 0), maxp)})" for tid in trial_ids)
         x_where = where.replace("m.", "x.")
-        edge = "SELECT {}(x.steps_completed) FROM metrics x WHERE x.trial_id = lv.trial_id AND " + x_where
-        ends = f"({edge.format('MIN')})" if maxp > 1 else "CAST(NULL AS INTEGER)"
+        # ORDER BY … LIMIT 1 (not MIN/MAX) is what SQLite answers with one index seek.
+        edge = ("(SELECT x.steps_completed FROM metrics x WHERE x.trial_id = lv.trial_id AND "
+                f"{x_where} ORDER BY x.steps_completed {{}} LIMIT 1)")
+        lo = edge.format("ASC") if maxp > 1 else "CAST(NULL AS INTEGER)"
         src = f"FROM lv JOIN metrics m ON m.trial_id = lv.trial_id WHERE {where}"
+        ends = f"FROM e JOIN metrics m ON m.trial_id = e.trial_id WHERE {where} AND m.steps_completed = e"
         # Each trial's end steps are found once (MATERIALIZED), not once per metrics row.
         return (
             f"WITH lv(trial_id, l) AS (VALUES {levels}), "
-            f"e AS MATERIALIZED (SELECT lv.trial_id, ({edge.format('MAX')}) AS hi, {ends} AS lo FROM lv) "
+            f"e AS MATERIALIZED (SELECT lv.trial_id, {edge.format('DESC')} AS hi, {lo} AS lo FROM lv) "
             f"SELECT {cols} {src} AND lv.l < {t.CHART_INDEX_LOD} AND m.lod >= lv.l "
             f"UNION ALL SELECT {cols} {src} AND lv.l >= {t.CHART_INDEX_LOD} "
             f"AND m.lod >= {t.CHART_INDEX_LOD} AND m.lod >= lv.l "
-            f"UNION ALL SELECT {cols} FROM e JOIN metrics m ON m.trial_id = e.trial_id WHERE {where} "
-            "AND (m.steps_completed = e.hi OR m.steps_completed = e.lo)"
+            f"UNION ALL SELECT {cols} {ends}.hi UNION ALL SELECT {cols} {ends}.lo"
         )
 
     def _point_sql(self, names: list[str], params: dict[str, Any]) -> str | None:
         """SQL building one point's JSON text; None where SQLite cannot address a name (a name
         with a quote or backslash has no JSON path there): those points are built in Python."""
         if self._engine.dialect.name == "postgresql":
-            values = ", ".join(f"CAST(:n{i} AS text), CAST(m.body AS json) -> CAST(:n{i} AS text)"
-                               for i in range(len(names)))
+            values = " || ".join(f"COALESCE(CAST(:k{i} AS text) || CAST(CAST(m.body AS json) -> CAST(:n{i} AS text) "
+                                 "AS text), '')" for i in range(len(names)))
             params.update({f"n{i}": name for i, name in enumerate(names)})
+            params.update({f"k{i}": "," + json.dumps(name) + ":" for i, name in enumerate(names)})
             return (
-                "CAST(json_build_object('batches', m.steps_completed, 'time', "
-                "to_char(to_timestamp(m.report_time) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-                f"'values', json_strip_nulls(json_build_object({values}))) AS text)"
+                "'{\"batches\":' || m.steps_completed || ',\"time\":\"' || "
+                "to_char(to_timestamp(m.report_time) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || "
+                f"'\",\"values\":{{' || substr({values}, 2) || '}}}}'"
             )
         if any('"' in name or "\\" in name for name in names):
             return None
-        # Concatenation, not json_object: a third of the cost per point. `->` gives each value
-        # as JSON text; a metric the report lacks is NULL and drops out with its key.
+        # Concatenation, not json_object (SQLite) or json_build_object (PostgreSQL): a third of
+        # the cost per point. `->` gives each value as JSON text; a metric the report lacks is
+        # NULL and drops out with its key.
         values = " || ".join(f"COALESCE(:k{i} || (m.body -> :p{i}), '')" for i in range(len(names)))
         params.update({f"k{i}": "," + json.dumps(name) + ":" for i, name in enumerate(names)})
         params.update({f"p{i}": f'$."{name}"' for i, name in enumerate(names)})
@@ -388,14 +423,19 @@ def _lod(ordinal: int) -> int:
     return min((ordinal & -ordinal).bit_length() - 1, t.MAX_LOD)
 
 
+# Built once: json.dumps with options makes a new encoder per call, a third of a body's cost.
+_STRICT_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+
+
 def _body(metrics: dict) -> str:
     """A report as strict JSON, which the databases' JSON functions need: non-finite floats
     are stored as the strings "NaN", "Infinity" and "-Infinity", as Determined's REST API
     spells them."""
     try:
-        return json.dumps(metrics, separators=(",", ":"), allow_nan=False)
+        return _STRICT_JSON.encode(metrics)
     except ValueError:
-        return json.dumps(_finite(metrics), separators=(",", ":"))
+        return _COMPACT_JSON.encode(_finite(metrics))
 
 
 def _finite(value: Any) -> Any:

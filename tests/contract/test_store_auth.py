@@ -80,6 +80,7 @@ def test_logout_revokes_only_that_session(auth: AuthService) -> None:
     first, _ = auth.login("admin", PASSWORD, False)
     second, _ = auth.login("admin", PASSWORD, False)
     assert first != second
+    assert auth.user_for_token(first).username == "admin"  # checked just before: logout still wins
     auth.logout(first)
     with pytest.raises(Unauthenticated):
         auth.user_for_token(first)
