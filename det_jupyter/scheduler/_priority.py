@@ -1,72 +1,91 @@
-"""The priority policy: lower number first, FIFO among equals, best-fit placement, backfill.
+"""The priority policy (Determined's default): lower number first, FIFO among equals.
 
-Pure: a snapshot and the time in, assignments out. Issue 5 adds preemption, fair share,
-round robin and multi-agent gangs; this module already places a request on one agent with all
-of its slots or not at all.
+Per pool, slot requests are walked in queue order (priority, then submission). A request
+that fits in free slots is placed. One that does not is *blocked*, and what queues behind a
+blocked request may only start where it cannot delay it (Determined calls this
+backfilling):
+
+- with preemption on, a preemptible request may take any free slots, because the blocked
+  request can take them back by preempting it;
+- any other request only takes slots on agents that no blocked request ahead could use.
+
+Determined starts every fitting request of the same priority regardless, so a stream of
+small trials can starve a large gang of equal priority forever; here FIFO holds within a
+priority too. Requests that could not run even in an empty pool (larger than the pool or
+than their job's ``max_slots``) never block anything, and none is preempted for.
+
+With preemption on, a blocked request first looks at the slots already being released: if
+they (with the free ones) are enough it reserves them and waits. Otherwise it preempts
+running preemptible allocations behind it in queue order (lower priority, or equal priority
+and submitted later), lowest priority first and newest first, stopping as soon as it fits
+and then sparing every victim it turns out not to need. It reserves the room it will get,
+so nothing behind it takes those slots while the victims checkpoint.
+
+Zero-slot tasks are scheduled apart from slot requests and always placed when their pool
+has an enabled agent.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-DEFAULT_POOL = "default"
-
-
-@dataclass(frozen=True)
-class Request:
-    """A pending allocation request."""
-
-    allocation_id: str
-    slots: int
-    priority: int
-    submitted_at: float
-    resource_pool: str = ""
+from ._fit import check_fitting
+from ._model import Assign, Decisions, Request, Running, Snapshot, queue_key
+from ._pool import PoolState, collect
 
 
-@dataclass(frozen=True)
-class AgentSlots:
-    """One agent: the pool it serves and its free slot ids."""
-
-    agent_id: str
-    resource_pool: str
-    free: tuple[int, ...]
-    total: int
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    pending: tuple[Request, ...]
-    agents: tuple[AgentSlots, ...]
-
-
-@dataclass(frozen=True)
-class Assign:
-    allocation_id: str
-    agent_id: str
-    slot_ids: tuple[int, ...]
-
-
-def pool_of(name: str) -> str:
-    """The pool a request or agent names, with "" meaning the default pool."""
-    return name or DEFAULT_POOL
+def schedule_priority(
+    snapshot: Snapshot,
+    now: float,
+    *,
+    fitting: str = "best",
+    preemption: bool = False,
+    span_agents: bool = True,
+) -> Decisions:
+    """One pass of the priority policy over every pool of the snapshot."""
+    del now  # the priority policy does not age requests
+    check_fitting(fitting)
+    states = []
+    for pool in snapshot.pools():
+        state = PoolState(pool, snapshot, fitting=fitting, span=span_agents)
+        pending = sorted((r for r in snapshot.pending if r.pool == pool), key=queue_key)
+        for req in pending:
+            if req.slots == 0:
+                state.place(req)
+        _schedule_slots(state, [r for r in pending if r.slots > 0], preemption)
+        states.append(state)
+    assignments, preemptions = collect(states)
+    return Decisions(assignments, preemptions)
 
 
 def schedule(snapshot: Snapshot, now: float) -> list[Assign]:
-    """Assign pending requests to agents; each gets all its slots on one agent or waits."""
-    del now  # the priority policy does not age requests
-    free = {a.agent_id: list(a.free) for a in snapshot.agents}
-    pools = {a.agent_id: pool_of(a.resource_pool) for a in snapshot.agents}
-    decisions: list[Assign] = []
-    for req in sorted(snapshot.pending, key=lambda r: (r.priority, r.submitted_at, r.allocation_id)):
-        candidates = [
-            aid for aid in free if pools[aid] == pool_of(req.resource_pool) and len(free[aid]) >= req.slots
-        ]
-        if not candidates:
-            continue  # backfill: smaller requests behind this one may still fit
-        # Best fit: the agent left with the fewest free slots; ties by id for determinism.
-        agent_id = min(candidates, key=lambda aid: (len(free[aid]) - req.slots, aid))
-        taken = tuple(sorted(free[agent_id])[: req.slots])
-        free[agent_id] = [s for s in free[agent_id] if s not in taken]
-        decisions.append(Assign(req.allocation_id, agent_id, taken))
-    return decisions
+    """The priority policy without preemption, one agent per request, as ``Assign`` rows.
 
+    The form the current master consumes: a request larger than every agent waits.
+    """
+    decisions = schedule_priority(snapshot, now, span_agents=False)
+    return [
+        Assign(alloc_id, placement[0].agent_id, placement[0].slot_ids)
+        for alloc_id, placement in decisions.assignments.items()
+    ]
+
+
+def _schedule_slots(state: PoolState, queue: list[Request], preemption: bool) -> None:
+    blocked: set[str] = set()  # agents some blocked request ahead could use
+    for req in queue:
+        if not state.feasible(req) or not state.under_max(req):
+            continue
+        where = None if not blocked or (preemption and req.preemptible) else _others(state, blocked)
+        if state.place(req, where):
+            continue
+        if preemption and state.make_room(req, _victims_for(state, req), agents=where):
+            continue
+        blocked |= state.usable_agents(req)
+
+
+def _others(state: PoolState, agents: set[str]) -> set[str]:
+    return set(state.totals) - agents
+
+
+def _victims_for(state: PoolState, req: Request) -> list[Running]:
+    """Running allocations behind ``req`` in queue order: lowest priority, newest first."""
+    behind = [run for run in state.running if queue_key(run) > queue_key(req)]
+    return sorted(behind, key=lambda run: (-run.priority, -run.submitted_at, run.allocation_id))
