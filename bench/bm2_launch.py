@@ -226,7 +226,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--ray-trials", type=int, default=40)
-    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--floor-n", type=int, default=15, help="import timings per floor measurement")
     ap.add_argument("--ray-peer", choices=["default", "reuse"], help=argparse.SUPPRESS)
     add_db_arg(ap)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,6 +28,12 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
     SQLite: WAL journal, ``synchronous=NORMAL`` (durable across process crashes; an OS crash
     may lose the last commits), a busy timeout, foreign keys on, and transactions that really
     begin with ``BEGIN`` so DDL in migrations is transactional too.
+
+    PostgreSQL: the same durability — ``synchronous_commit=off``, so a commit survives a crash
+    of the master but a crash of the database server or its OS may lose the last fraction of a
+    second of commits; a URL that sets ``synchronous_commit`` itself (e.g.
+    ``?options=-csynchronous_commit%3Don``) keeps its own. A pooled connection idle for
+    IDLE_PING_S is checked before use (a restarted server then costs no failed request).
     """
     url = normalize_url(url)
     if url.startswith("sqlite"):
@@ -49,4 +56,30 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **kwargs)
+    engine = sa.create_engine(url, **{"pool_size": 10, "max_overflow": 20, **kwargs})
+    own_commit_mode = "synchronous_commit" in url
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_pg_connect(dbapi_conn: Any, record: Any) -> None:
+        if not own_commit_mode:
+            dbapi_conn.execute("SET synchronous_commit = off")
+            dbapi_conn.commit()
+        record.info["used"] = time.monotonic()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        # A ping per checkout (pool_pre_ping) is a round trip per transaction; a connection in
+        # steady use needs none.
+        now = time.monotonic()
+        if now - record.info.get("used", now) > IDLE_PING_S:
+            try:
+                dbapi_conn.execute("SELECT 1")
+                dbapi_conn.rollback()
+            except Exception as exc:
+                raise sa.exc.DisconnectionError() from exc  # the pool retries with a new one
+        record.info["used"] = now
+
+    return engine
+
+
+IDLE_PING_S = 10.0
