@@ -45,6 +45,9 @@ TARGETS = [
     ("bm3_gate", "BM-3 stop decisions differing from the 0.38.1 rule", "bm3_searcher", "gate_mismatches", 0, "lower"),
     ("bm2_tps", "BM-2 trials/s (100-trial ASHA, 2 slots)", "bm2_launch", "trials_per_s", 6, "higher"),
     ("bm2_tps_reuse", "BM-2 trials/s vs Ray reuse_actors=True figure", "bm2_launch", "trials_per_s", 15, "higher"),
+    ("bm2_vs_ray", "BM-2 trials/s / Ray Tune default, same run (x)", "bm2_launch", "ratio_vs_ray_default", 10, "higher"),
+    ("bm2_vs_ray_reuse", "BM-2 trials/s / Ray Tune reuse_actors=True, same run (x)", "bm2_launch",
+     "ratio_vs_ray_reuse", 1, "higher"),
     ("bm2_floor", "BM-2 wall / launch floor (x)", "bm2_launch", "wall_over_floor", 1.5, "lower"),
     ("bm2_p50", "BM-2 allocation -> first report p50 (ms)", "bm2_launch", "alloc_to_first_report_p50_ms", 150, "lower"),
     ("bm2_p95", "BM-2 allocation -> first report p95 (ms)", "bm2_launch", "alloc_to_first_report_p95_ms", 300, "lower"),
@@ -149,8 +152,9 @@ def write_report(results: dict[str, dict], calib0: float, calib1: float, wall: f
         f"- calib (raw sqlite executemany, rows/s): start {calib0:,.0f}, end {calib1:,.0f} -> "
         f"{'**NOISY** (re-run)' if noisy else 'not noisy'}",
         f"- peers run: {', '.join(peers) or 'none'}; Ray Tune: "
-        f"{'requested' if peer_selected('ray') else 'skipped (set DET_BENCH_PEERS=...,ray to run it; 628 MB install)'}; "
-        "BM-2's Ray comparison uses the published Ray figures when Ray did not run.",
+        + ("ran in the same job as BM-2 (40 trials per repetition, default and reuse_actors=True)."
+           if "ray" in peers else "skipped (set DET_BENCH_PEERS=mlflow,optuna,ray to run it; 628 MB "
+           "install); the 'vs Ray reuse_actors=True figure' row then compares with the published 15/s."),
         f"- databases run: {', '.join(ran)}; "
         + (f"PostgreSQL skipped: {pg_skipped}." if pg_skipped else
            f"on PostgreSQL (a fresh database per run on {server(PG_ADMIN_DSN)}): {pg_benches}; "
@@ -168,7 +172,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, no peers, no report")
     ap.add_argument("--sqlite-only", action="store_true", help="skip the PostgreSQL runs")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite report.md and the plots from results.json, running nothing")
     a = ap.parse_args()
+    if a.report_only:
+        saved = json.loads((BENCH / "results.json").read_text())
+        pg = saved.pop("postgresql", {})
+        c0, c1, skipped = saved.pop("calib_start"), saved.pop("calib_end"), saved.pop("pg_skipped", None)
+        wall = saved.pop("wall_s", 0.0)
+        write_report({"sqlite": saved, "postgresql": pg}, c0["rows_per_s"], c1["rows_per_s"], wall, skipped)
+        return
     extra = ["--smoke"] if a.smoke else []
     if not a.smoke:
         ensure_venvs()
@@ -192,7 +205,8 @@ def main() -> None:
     print(json.dumps(calib1), flush=True)
     if not a.smoke:
         (BENCH / "results.json").write_text(json.dumps(
-            {"calib_start": calib0, "calib_end": calib1, "pg_skipped": pg_skipped, **results["sqlite"],
+            {"calib_start": calib0, "calib_end": calib1, "pg_skipped": pg_skipped, "wall_s": time.time() - t0,
+             **results["sqlite"],
              "postgresql": results["postgresql"]}, indent=1))
         write_report(results, calib0["rows_per_s"], calib1["rows_per_s"], time.time() - t0, pg_skipped)
 
