@@ -11,10 +11,11 @@ a no-op searcher (the driver's own cost). Durable mode models the master's group
 trial, at most `max_concurrent_trials`) is one *event group*, as if those trials' reports had
 reached the master in one event-loop turn: their validations are fed in order in ONE
 transaction that appends them to the searcher event log (with a snapshot every
-`SNAPSHOT_EVERY` events), as `ExperimentService.searcher_events` does. A closing trial is its
-own transaction, as the master's exit path is, holding the trial_created of the trial its
-close lets the searcher create (the master commits a Create with its trial_created). The
-validations keep their order, so the decisions are those of the one-event-at-a-time run.
+`SNAPSHOT_EVERY` events), as `ExperimentService.searcher_events` does. A trial that ends in a
+round exits one turn later: its trial_closed leads the next round's group (the master's exit
+path queues it on the same batcher), with the trial_created of each trial the close lets the
+searcher create (the master commits a Create with its trial_created). The validations keep
+their order, so the decisions are those of the one-event-at-a-time run.
 Correctness gate: every validation is also fed to `RefRule`, an independent re-implementation
 of determined-0.38.md §5 step 7; the stop decisions must be identical (checked in-memory over
 all trials, and in every durable run).
@@ -178,7 +179,9 @@ def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool 
             mismatches += 1
         reports += 1
         if stopped or step == steps:
-            if mode != "noop":
+            if durable is not None:
+                closing.append(rid)  # its exit reaches the master with the next group
+            elif mode != "noop":
                 actions += call("trial_closed", rid)
             elif len(ordinal) < trials:
                 actions.append(search.Create(f"noop-{len(ordinal)}", {}, 0))
@@ -192,15 +195,20 @@ def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool 
 
     t0 = time.perf_counter()
     deadline = t0 + max_seconds
+    closing: list[str] = []  # durable mode: trials whose exit is still on its way
     handle(call("start"))
-    while live and time.perf_counter() < deadline:
+    while (live or closing) and time.perf_counter() < deadline:
         if durable is not None:  # one round of the round-robin is one event group
             group = [live.popleft() for _ in range(len(live))]
+            exits, closing[:] = list(closing), []
             t1 = time.perf_counter()
             with durable.group():
+                closed = [call("trial_closed", rid) for rid in exits]
                 results = [call("validation_completed", rid, {"loss": values[step - 1], "batches": step})
                            for rid, _, step, values in group]
-            shared = (time.perf_counter() - t1) / len(group)
+            shared = (time.perf_counter() - t1) / max(1, len(group))
+            for actions in closed:
+                handle(actions)
             for item, actions in zip(group, results, strict=True):
                 settle(item, actions, time.perf_counter(), shared)
             continue

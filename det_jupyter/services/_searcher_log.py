@@ -133,8 +133,11 @@ class SearcherLog:
             ))
             entry.since_snapshot = 0
         elif entry.unsaved:
-            _driver_sql(conn, "INSERT INTO searcher_events (experiment_id, payload) VALUES ({0}, {0})",
-                        [(exp_id, payload) for payload in entry.unsaved])
+            # One statement whatever the group's size: a driver's executemany is a round trip
+            # (or more) per row on PostgreSQL.
+            rows = ", ".join(["({0}, {0})"] * len(entry.unsaved))
+            _driver_sql(conn, f"INSERT INTO searcher_events (experiment_id, payload) VALUES {rows}",
+                        tuple(v for payload in entry.unsaved for v in (exp_id, payload)))
         entry.unsaved = []
         progress = entry.searcher.progress()
         if progress != entry.progress_saved:

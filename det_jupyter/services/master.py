@@ -74,6 +74,7 @@ class Master:
         self.experiments.trials = self.trials
         self.trials.experiments = self.experiments
         self.searcher_batch = SearcherBatcher(self.experiments.searcher_events)
+        self.trials.searcher_batch = self.searcher_batch  # trial exits join the same groups
         self.rm = AgentRM(self.allocations, self.logs, self.clock, reconnect_wait_s=settings.agent_reconnect_wait_s)
         self.allocations.owner = self.trials
         self.allocations.launcher = self.rm

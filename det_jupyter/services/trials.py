@@ -54,6 +54,7 @@ class TrialService:
         self._deferred: list[Callable[[], None]] = []
         self._context_digests: dict[int, str | None] = {}
         self.experiments: Any = None  # ExperimentService, wired by the Master
+        self.searcher_batch: Any = None  # SearcherBatcher, wired by the Master
 
     # -- effects that must wait for the caller's transaction to commit ------------------
 
@@ -356,8 +357,14 @@ class TrialService:
                     else:
                         self._request(conn, trial.id, exp.config)
         self.flush()
-        for event in searcher_events:
-            self.experiments.searcher_event(trial.experiment_id, event)
+        if searcher_events and self.searcher_batch is not None:
+            # Exits that reach the master in one loop turn share one searcher transaction with
+            # that turn's validations (group commit); the group checks the finish itself.
+            self.searcher_batch.add(trial.experiment_id, searcher_events)
+            self.searcher_batch.kick()
+            return
+        if searcher_events:
+            self.experiments.searcher_events(trial.experiment_id, searcher_events)
         self.experiments.maybe_finish(trial.experiment_id)
 
     def recover(self) -> None:
