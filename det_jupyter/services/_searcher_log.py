@@ -132,17 +132,24 @@ class SearcherLog:
                 searcher_state={"version": 2, "snapshot": entry.searcher.snapshot()}
             ))
             entry.since_snapshot = 0
-        elif entry.unsaved:
-            # One statement whatever the group's size: a driver's executemany is a round trip
-            # (or more) per row on PostgreSQL.
-            rows = ", ".join(["({0}, {0})"] * len(entry.unsaved))
-            _driver_sql(conn, f"INSERT INTO searcher_events (experiment_id, payload) VALUES {rows}",
-                        tuple(v for payload in entry.unsaved for v in (exp_id, payload)))
-        entry.unsaved = []
+            entry.unsaved = []
         progress = entry.searcher.progress()
-        if progress != entry.progress_saved:
+        update = progress != entry.progress_saved
+        if entry.unsaved:
+            # One statement whatever the group's size (a driver's executemany is a round trip or
+            # more per row on PostgreSQL), which there also carries the progress update.
+            rows = ", ".join(["({0}, {0})"] * len(entry.unsaved))
+            insert = f"INSERT INTO searcher_events (experiment_id, payload) VALUES {rows}"
+            params = tuple(v for payload in entry.unsaved for v in (exp_id, payload))
+            if update and conn.dialect.name == "postgresql":
+                insert = f"WITH logged AS ({insert}) UPDATE experiments SET progress = {{0}} WHERE id = {{0}}"
+                params += (progress, exp_id)
+                update = False
+            _driver_sql(conn, insert, params)
+            entry.unsaved = []
+        if update:
             _driver_sql(conn, "UPDATE experiments SET progress = {0} WHERE id = {0}", (progress, exp_id))
-            entry.progress_saved = progress
+        entry.progress_saved = progress
 
 
 def _driver_sql(conn: sa.Connection, sql: str, params: tuple | list[tuple]) -> None:
