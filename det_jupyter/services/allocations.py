@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from ..errors import Conflict, NotFound, Unauthenticated
+from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
 from ._states import AllocState
@@ -53,6 +54,7 @@ class _Live:
 class AllocationService:
     def __init__(self, engine: sa.Engine, clock: Clock, auth: AuthService) -> None:
         self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
         self._auth = auth
         self._live: dict[str, _Live] = {}
@@ -97,7 +99,7 @@ class AllocationService:
         return allocation_id
 
     def pending(self) -> list[sa.Row]:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return list(
                 conn.execute(
                     sa.select(t.allocations).where(t.allocations.c.state == AllocState.PENDING.value)
@@ -105,7 +107,7 @@ class AllocationService:
             )
 
     def get(self, allocation_id: str) -> sa.Row:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             row = conn.execute(
                 sa.select(t.allocations).where(t.allocations.c.allocation_id == allocation_id)
             ).first()
@@ -236,7 +238,7 @@ class AllocationService:
         cached = self._principals.get(key)
         if cached is not None:
             return cached
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             row = conn.execute(
                 sa.select(
                     t.allocations.c.allocation_id,
@@ -291,7 +293,7 @@ class AllocationService:
             raise Conflict(f"allocation {allocation_id} has ended; nothing to acknowledge")
 
     def live_allocations(self) -> list[sa.Row]:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return list(
                 conn.execute(
                     sa.select(t.allocations).where(

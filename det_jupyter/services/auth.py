@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from ..errors import Conflict, Forbidden, InvalidRequest, Unauthenticated
+from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
 
@@ -115,6 +116,7 @@ class AuthService:
 
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
         # token hash -> (monotonic time of the check, session expiry, user)
         self._checked: dict[str, tuple[float, float, User]] = {}
@@ -170,7 +172,7 @@ class AuthService:
         hit = self._checked.get(key)
         if hit is not None and time.monotonic() - hit[0] < SESSION_CACHE_S and hit[1] >= self._clock.now():
             return hit[2]
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             row = conn.execute(
                 sa.select(t.users, t.user_sessions.c.expires_at, t.user_sessions.c.revoked)
                 .join(t.user_sessions, t.user_sessions.c.user_id == t.users.c.id)
@@ -187,21 +189,21 @@ class AuthService:
         return user
 
     def user_by_id(self, user_id: int) -> User:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             row = conn.execute(sa.select(t.users).where(t.users.c.id == user_id)).first()
         if row is None:
             raise InvalidRequest(f"no user with id {user_id}")
         return _user(row)
 
     def user_by_name(self, username: str) -> User:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             row = conn.execute(sa.select(t.users).where(t.users.c.username == username)).first()
         if row is None:
             raise InvalidRequest(f"no user named {username!r}")
         return _user(row)
 
     def list_users(self) -> list[User]:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return [_user(r) for r in conn.execute(sa.select(t.users).order_by(t.users.c.id))]
 
     def session_for(self, username: str) -> str:

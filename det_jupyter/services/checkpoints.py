@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..errors import InvalidRequest, NotFound
+from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
 from .logs import parse_time
@@ -17,6 +18,7 @@ from .logs import parse_time
 class CheckpointService:
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
 
     def report(self, ckpt: dict, *, trial_id: int | None, task_id: str | None, allocation_id: str | None) -> None:
@@ -61,21 +63,21 @@ class CheckpointService:
                     conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(latest_checkpoint=uuid))
 
     def get(self, uuid: str) -> sa.Row:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             row = conn.execute(sa.select(t.checkpoints).where(t.checkpoints.c.uuid == uuid)).first()
         if row is None:
             raise NotFound(f"checkpoint {uuid} not found")
         return row
 
     def for_trial(self, trial_id: int) -> list[sa.Row]:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return list(conn.execute(
                 sa.select(t.checkpoints).where(t.checkpoints.c.trial_id == trial_id)
                 .order_by(t.checkpoints.c.steps_completed)
             ))
 
     def for_experiment(self, exp_id: int) -> list[sa.Row]:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return list(conn.execute(
                 sa.select(t.checkpoints).where(t.checkpoints.c.experiment_id == exp_id)
                 .order_by(t.checkpoints.c.report_time)

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from .. import config as expconf
 from .. import searcher as search
 from ..errors import Conflict, InvalidConfig, NotFound
+from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
 from ._searcher_log import SearcherEvent, SearcherLog
@@ -28,6 +29,7 @@ from .auth import User
 class ExperimentService:
     def __init__(self, engine: sa.Engine, clock: Clock, defaults: expconf.MasterDefaults) -> None:
         self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
         self._defaults = defaults
         self._log = SearcherLog()
@@ -101,14 +103,14 @@ class ExperimentService:
     # -- reads --------------------------------------------------------------------------
 
     def get(self, exp_id: int) -> sa.Row:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             row = conn.execute(sa.select(t.experiments).where(t.experiments.c.id == exp_id)).first()
         if row is None:
             raise NotFound(f"experiment {exp_id} not found")
         return row
 
     def context_tgz(self, exp_id: int) -> bytes:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             tgz = conn.execute(
                 sa.select(t.experiment_contexts.c.tgz).where(t.experiment_contexts.c.experiment_id == exp_id)
             ).scalar()
@@ -309,7 +311,7 @@ class ExperimentService:
         self.on_change()
 
     def active_ids(self) -> list[int]:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return list(
                 conn.execute(
                     sa.select(t.experiments.c.id).where(t.experiments.c.state.not_in([s.value for s in TERMINAL]))

@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
 
@@ -27,6 +28,7 @@ def parse_time(value: Any, default: float) -> float:
 class LogService:
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
         self._last_seq: dict[str, int] = {}
         self._changed = asyncio.Event()
@@ -37,7 +39,7 @@ class LogService:
         """Store a batch from an agent, dropping lines already stored (by ``seq``)."""
         last = self._last_seq.get(allocation_id, -1)
         if last < 0 and lines:
-            with self._engine.connect() as conn:
+            with self._reader.connect() as conn:
                 last = conn.execute(
                     sa.select(sa.func.coalesce(sa.func.max(t.task_logs.c.seq), -1)).where(
                         t.task_logs.c.allocation_id == allocation_id
@@ -111,7 +113,7 @@ class LogService:
         q = q.order_by(t.task_logs.c.id.desc() if descending else t.task_logs.c.id)
         if limit:
             q = q.limit(limit)
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return list(conn.execute(q))
 
     async def wait_for_more(self, timeout: float) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..errors import Conflict, InvalidRequest, NotFound
+from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
 
@@ -197,6 +198,7 @@ _INGEST_UPDATE = (
 class MetricService:
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
 
     def ingest(self, trial_id: int, run_id: int | None, reports: list[Report]) -> list[Report]:
@@ -266,7 +268,7 @@ class MetricService:
             q = q.offset(offset)
         if limit:
             q = q.limit(limit)
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return [
                 {
                     "id": r.id,
@@ -284,7 +286,7 @@ class MetricService:
             t.metrics.c.trial_id == trial_id, t.metrics.c.archived.is_(False)
         )
         q = _in_group(q, group)
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return conn.execute(q).scalar_one()
 
     def series(
@@ -314,7 +316,7 @@ class MetricService:
             params["end"] = end
         where = " AND ".join(window)
         ids = ", ".join(str(int(tid)) for tid in trial_ids)
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             if not maxp:
                 sql = f"SELECT {cols} FROM metrics m WHERE m.trial_id IN ({ids}) AND {where}"
             else:

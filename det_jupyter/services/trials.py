@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from .. import config as expconf
 from .. import searcher as search
 from ..errors import NotFound
+from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
 from ._searcher_log import SearcherEvent
@@ -48,6 +49,7 @@ class TrialService:
         self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: MasterIdentity
     ) -> None:
         self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
         self._allocs = allocations
         self._identity = identity
@@ -405,7 +407,7 @@ class TrialService:
         self._update(trial_id, run_metadata=metadata)
 
     def state(self, trial_id: int) -> str:
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             return conn.execute(sa.select(t.trials.c.state).where(t.trials.c.id == trial_id)).scalar_one()
 
     def kill_trial(self, trial_id: int) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..store import reader
 from ..store import tables as t
 from ._states import AllocState
 
@@ -54,6 +55,7 @@ def _progress(exp: Any, trials: list[Any]) -> float:
 class Views:
     def __init__(self, engine: sa.Engine) -> None:
         self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
 
     def experiments(
         self, *, ids: list[int] | None = None, users: list[str] | None = None, states: list[str] | None = None,
@@ -73,7 +75,7 @@ class Views:
             q = q.where(t.experiments.c.name.contains(name))
         if project_id:
             q = q.where(t.experiments.c.project_id == project_id)
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             total = conn.execute(sa.select(sa.func.count()).select_from(q.subquery())).scalar_one()
             q = q.order_by(t.experiments.c.id.desc() if descending else t.experiments.c.id)
             if offset:
@@ -130,7 +132,7 @@ class Views:
             q = q.where(t.trials.c.id.in_(trial_ids))
         if states:
             q = q.where(t.trials.c.state.in_(states))
-        with self._engine.connect() as conn:
+        with self._reader.connect() as conn:
             total = conn.execute(sa.select(sa.func.count()).select_from(q.subquery())).scalar_one()
             q = q.order_by(t.trials.c.id.desc() if descending else t.trials.c.id)
             if offset:

@@ -83,3 +83,12 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
 
 
 IDLE_PING_S = 10.0
+
+
+def reader(engine: sa.Engine) -> sa.Engine:
+    """The engine for read-only work. On PostgreSQL its connections run in autocommit, which
+    saves a read the BEGIN and ROLLBACK round trips of a transaction it does not need (each
+    statement still reads one consistent snapshot); on SQLite it is the engine itself."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
+    return engine
