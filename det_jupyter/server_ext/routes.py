@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _auth, _cluster, _experiments, _tasks, _trials
+from . import _auth, _cluster, _experiments, _jobs, _tasks, _trials
 from ._base import NotFoundHandler
 
 _ID = r"(\d+)"
@@ -52,5 +52,6 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/checkpoints/([0-9a-fA-F-]+)", _tasks.CheckpointHandler),
     (r"/api/v1/agents", _cluster.AgentsHandler),
     (r"/api/v1/resource-pools", _cluster.ResourcePoolsHandler),
+    (r"/api/v1/job-queues-v2", _jobs.JobQueueHandler),
     (r"/api/v1/.*", NotFoundHandler),
 ]

@@ -1,0 +1,62 @@
+"""/api/v1/job-queues-v2: the read-only job queue (``det job list``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidRequest
+from ..services import jobs
+from ..services.jobs import Job
+from . import _serialize as ser
+from ._base import DetHandler
+
+# jobv1State: every value the stock client may send; we never backfill, so that one matches none.
+_STATES = ("STATE_QUEUED", "STATE_SCHEDULED", "STATE_SCHEDULED_BACKFILLED")
+_ORDERS = ("", "ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC")
+
+
+def job_json(j: Job) -> dict[str, Any]:
+    """A ``v1Job`` (0.38.1's required fields) plus ``waitReason`` for queued jobs."""
+    out: dict[str, Any] = {
+        "jobId": j.job_id,
+        "type": "TYPE_EXPERIMENT",
+        "submissionTime": ser.ts(j.submitted_at),
+        "username": j.username,
+        "userId": j.user_id,
+        "resourcePool": j.resource_pool,
+        "isPreemptible": True,
+        "priority": j.priority,
+        "weight": j.weight,
+        "entityId": str(j.experiment_id),
+        "name": j.name,
+        "summary": {"state": j.state, "jobsAhead": j.jobs_ahead},
+        "requestedSlots": j.requested_slots,
+        "allocatedSlots": j.allocated_slots,
+        "progress": j.progress,
+        "workspaceId": j.workspace_id,
+    }
+    if j.wait_reason is not None:
+        out["waitReason"] = j.wait_reason
+    return out
+
+
+class JobQueueHandler(DetHandler):
+    def get(self) -> None:
+        offset = self.int_arg("offset", 0) or 0
+        limit = self.int_arg("limit", 0) or 0
+        if offset < 0 or limit < 0:
+            raise InvalidRequest(f"offset and limit must be >= 0, got offset={offset} limit={limit}")
+        states = self.get_query_arguments("states")
+        unknown = sorted(set(states) - set(_STATES))
+        if unknown:
+            raise InvalidRequest(f"states must be among {', '.join(_STATES)}; got {', '.join(unknown)}")
+        order = self.get_query_argument("orderBy", "") or ""
+        if order not in _ORDERS:
+            raise InvalidRequest(f"orderBy must be one of {', '.join(_ORDERS[1:])}, got {order!r}")
+        page, total = jobs.queue(
+            self.master.engine, self.master.views, self.master.rm.snapshot(),
+            pool=self.get_query_argument("resourcePool", "") or "",
+            states=states, descending=order == "ORDER_BY_DESC", offset=offset, limit=limit,
+        )
+        self.send({"jobs": [{"full": job_json(j)} for j in page],
+                   "pagination": ser.pagination(offset, limit, total, len(page))})
