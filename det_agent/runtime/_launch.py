@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import json
 import logging
@@ -33,8 +34,10 @@ _UNSHARE = [
 _PR_SET_PDEATHSIG = 1
 
 
+@functools.cache
 def harness_dir() -> str | None:
-    """A directory holding only the ``det_harness`` package (found without importing it).
+    """A directory holding only the ``det_harness`` package (found without importing it;
+    looked up once per agent process, not per task).
 
     Tasks may run another interpreter (a user's venv), so their PYTHONPATH must gain the
     harness and nothing else: when the package lives in a site-packages directory, a private

@@ -162,20 +162,8 @@ class ProcessRuntime(Runtime):
             elif mounts:
                 _warn_no_isolation()
             proc = await self._start_warm(spec["entrypoint"], env, taskdir.work, taskdir.run, mounts)
-            if proc is None and self._unshare is not None:
-                argv = isolated_argv(
-                    self._unshare, argv, run_dir=taskdir.run, work_dir=taskdir.work, mounts=mounts
-                )
-            proc = proc or subprocess.Popen(
-                argv,
-                cwd=taskdir.work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=make_preexec(os.getpid()),
-            )
+            if proc is None:
+                proc = self._start_cold(argv, env, taskdir.work, taskdir.run, mounts)
         except LaunchError as e:
             self._fail(task, str(e), e.exit_code)
             return None
@@ -195,6 +183,23 @@ class ProcessRuntime(Runtime):
         task.watcher = asyncio.create_task(self._watch(task, taskdir.root))
         log.info("task %s started as pid %d", allocation_id, proc.pid)
         return proc.pid
+
+    def _start_cold(
+        self, argv: list[str], env: dict[str, str], work: str, run: str, mounts: list[dict[str, str]],
+    ) -> subprocess.Popen[bytes]:
+        """The task as a new process (inside ``unshare`` when isolated)."""
+        if self._unshare is not None:
+            argv = isolated_argv(self._unshare, argv, run_dir=run, work_dir=work, mounts=mounts)
+        return subprocess.Popen(
+            argv,
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=make_preexec(os.getpid()),
+        )
 
     async def _start_warm(
         self, entrypoint: Any, env: dict[str, str], work: str, run: str, mounts: list[dict[str, str]],

@@ -32,9 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ._fit import check_fitting
-from ._model import Decisions, Request, Running, Snapshot
-from ._pool import PoolState, VictimFilter, collect
+from ._model import Decisions, Request, Running, Snapshot, submission_key
+from ._pool import PoolState, VictimFilter, run_pools
 
 
 @dataclass(frozen=True)
@@ -100,23 +99,11 @@ def schedule_fair_share(
 ) -> Decisions:
     """One pass of the fair-share policy over every pool of the snapshot."""
     del now
-    check_fitting(fitting)
-    states = []
-    for pool in snapshot.pools():
-        state = PoolState(pool, snapshot, fitting=fitting, span=span_agents)
-        pending = sorted(
-            (r for r in snapshot.pending if r.pool == pool),
-            key=lambda r: (r.submitted_at, r.allocation_id),
-        )
-        for req in pending:
-            if req.slots == 0:
-                state.place(req)
-        _schedule_slots(
-            state, [r for r in pending if r.slots > 0 and state.feasible(r)], preemption
-        )
-        states.append(state)
-    assignments, preemptions = collect(states)
-    return Decisions(assignments, preemptions)
+    return run_pools(
+        snapshot, fitting=fitting, span=span_agents, order=submission_key,
+        slots_pass=lambda state, queue: _schedule_slots(
+            state, [r for r in queue if state.feasible(r)], preemption),
+    )
 
 
 @dataclass

@@ -25,8 +25,25 @@ class Placement(NamedTuple):
     slot_ids: tuple[int, ...]
 
 
+class _Owned:
+    """What a request and a running allocation share: the job they belong to (themselves when
+    they name none) and their pool."""
+
+    allocation_id: str
+    job_id: str
+    resource_pool: str
+
+    @property
+    def job(self) -> str:
+        return self.job_id or self.allocation_id
+
+    @property
+    def pool(self) -> str:
+        return pool_of(self.resource_pool)
+
+
 @dataclass(frozen=True)
-class Request:
+class Request(_Owned):
     """A pending allocation request.
 
     ``submitted_at`` orders requests of equal priority (earlier first) and is kept when a
@@ -51,17 +68,9 @@ class Request:
         if self.max_slots is not None and self.max_slots < 0:
             raise ValueError(f"{self.allocation_id}: max_slots must be >= 0, got {self.max_slots}")
 
-    @property
-    def job(self) -> str:
-        return self.job_id or self.allocation_id
-
-    @property
-    def pool(self) -> str:
-        return pool_of(self.resource_pool)
-
 
 @dataclass(frozen=True)
-class Running:
+class Running(_Owned):
     """An allocation that holds slots: placed, starting, running, or asked to release them.
 
     ``preempting`` is set once the master asked it to checkpoint and exit: it keeps its slots
@@ -80,14 +89,6 @@ class Running:
 
     def __post_init__(self) -> None:
         _check_share(self.allocation_id, self.slots, self.weight)
-
-    @property
-    def job(self) -> str:
-        return self.job_id or self.allocation_id
-
-    @property
-    def pool(self) -> str:
-        return pool_of(self.resource_pool)
 
     @property
     def slots(self) -> int:
@@ -155,6 +156,11 @@ class Assign:
 def queue_key(item: Request | Running) -> tuple[int, float, str]:
     """Queue order: lower priority number first, then earlier submission, then id."""
     return (item.priority, item.submitted_at, item.allocation_id)
+
+
+def submission_key(req: Request) -> tuple[float, str]:
+    """Submission order (fair share, round robin): earlier first, then id."""
+    return (req.submitted_at, req.allocation_id)
 
 
 def _check_share(allocation_id: str, slots: int, weight: float) -> None:

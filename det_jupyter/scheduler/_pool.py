@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
 
-from ._fit import fit
-from ._model import Placement, Request, Running, Snapshot
+from ._fit import check_fitting, fit
+from ._model import Decisions, Placement, Request, Running, Snapshot
 
 # May this allocation be preempted, given the victims chosen so far for the same request?
 VictimFilter = Callable[[Running, Sequence[Running]], bool]
@@ -214,13 +215,26 @@ def _with(view: dict[str, list[int]], victims: Sequence[Running]) -> dict[str, l
     return {a: sorted(ids) for a, ids in merged.items()}
 
 
-def collect(
-    states: Iterable[PoolState],
-) -> tuple[dict[str, tuple[Placement, ...]], tuple[str, ...]]:
-    """Every pool's decisions, pool by pool in the order they were made."""
+def run_pools(
+    snapshot: Snapshot,
+    *,
+    fitting: str,
+    span: bool,
+    order: Callable[[Request], Any],
+    slots_pass: Callable[[PoolState, list[Request]], None],
+) -> Decisions:
+    """The frame of every policy: per pool, pending requests in ``order``, zero-slot ones placed
+    at once, ``slots_pass`` given the rest; every pool's decisions, pool by pool."""
+    check_fitting(fitting)
     assignments: dict[str, tuple[Placement, ...]] = {}
     preemptions: list[str] = []
-    for state in states:
+    for pool in snapshot.pools():
+        state = PoolState(pool, snapshot, fitting=fitting, span=span)
+        pending = sorted((r for r in snapshot.pending if r.pool == pool), key=order)
+        for req in pending:
+            if req.slots == 0:
+                state.place(req)
+        slots_pass(state, [r for r in pending if r.slots > 0])
         assignments.update(state.assignments)
         preemptions.extend(state.preemptions)
-    return assignments, tuple(preemptions)
+    return Decisions(assignments, tuple(preemptions))

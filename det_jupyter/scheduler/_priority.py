@@ -27,9 +27,8 @@ has an enabled agent.
 
 from __future__ import annotations
 
-from ._fit import check_fitting
 from ._model import Assign, Decisions, Request, Running, Snapshot, queue_key
-from ._pool import PoolState, collect
+from ._pool import PoolState, run_pools
 
 
 def schedule_priority(
@@ -42,18 +41,8 @@ def schedule_priority(
 ) -> Decisions:
     """One pass of the priority policy over every pool of the snapshot."""
     del now  # the priority policy does not age requests
-    check_fitting(fitting)
-    states = []
-    for pool in snapshot.pools():
-        state = PoolState(pool, snapshot, fitting=fitting, span=span_agents)
-        pending = sorted((r for r in snapshot.pending if r.pool == pool), key=queue_key)
-        for req in pending:
-            if req.slots == 0:
-                state.place(req)
-        _schedule_slots(state, [r for r in pending if r.slots > 0], preemption)
-        states.append(state)
-    assignments, preemptions = collect(states)
-    return Decisions(assignments, preemptions)
+    return run_pools(snapshot, fitting=fitting, span=span_agents, order=queue_key,
+                     slots_pass=lambda state, queue: _schedule_slots(state, queue, preemption))
 
 
 def schedule(snapshot: Snapshot, now: float) -> list[Assign]:

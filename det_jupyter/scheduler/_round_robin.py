@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from ._fit import check_fitting
-from ._model import Decisions, Request, Snapshot
-from ._pool import PoolState, collect
+from ._model import Decisions, Request, Snapshot, submission_key
+from ._pool import PoolState, run_pools
 
 
 def schedule_round_robin(
@@ -20,21 +19,10 @@ def schedule_round_robin(
 ) -> Decisions:
     """One pass of the round-robin policy over every pool of the snapshot."""
     del now
-    check_fitting(fitting)
-    states = []
-    for pool in snapshot.pools():
-        state = PoolState(pool, snapshot, fitting=fitting, span=span_agents)
-        pending = sorted(
-            (r for r in snapshot.pending if r.pool == pool),
-            key=lambda r: (r.submitted_at, r.allocation_id),
-        )
-        for req in pending:
-            if req.slots == 0:
-                state.place(req)
-        _take_turns(state, [r for r in pending if r.slots > 0 and state.feasible(r)])
-        states.append(state)
-    assignments, _ = collect(states)
-    return Decisions(assignments)
+    return run_pools(
+        snapshot, fitting=fitting, span=span_agents, order=submission_key,
+        slots_pass=lambda state, queue: _take_turns(state, [r for r in queue if state.feasible(r)]),
+    )
 
 
 def _take_turns(state: PoolState, pending: list[Request]) -> None:

@@ -307,14 +307,11 @@ class MetricService:
         params: dict[str, Any] = {"group": group, "no": False}
         point = self._point_sql(names, params)
         cols = f"m.trial_id, m.steps_completed, {point or 'm.report_time, m.body'}"
-        window = ["m.mgroup = :group", "m.archived = :no"]
         if start is not None:
-            window.append("m.steps_completed >= :start")
             params["start"] = start
         if end is not None:
-            window.append("m.steps_completed < :end")
             params["end"] = end
-        where = " AND ".join(window)
+        where = _window("m", params)
         ids = ", ".join(str(int(tid)) for tid in trial_ids)
         with self._reader.connect() as conn:
             if not maxp:
@@ -345,12 +342,12 @@ class MetricService:
         if "start" in params or "end" in params:  # a zoomed chart: count what the window holds
             counts = dict(conn.execute(sa.text(
                 f"SELECT m.trial_id, COUNT(*) FROM metrics m WHERE m.trial_id IN ({ids}) AND "
-                f"{where.replace('m.archived = :no', '1 = 1')} GROUP BY m.trial_id"), params).all())
+                f"{_window('m', params, visible_only=False)} GROUP BY m.trial_id"), params).all())
         else:
             counts = {tid: (rc or {}).get(group, 0) for tid, rc in conn.execute(
                 sa.select(t.trials.c.id, t.trials.c.report_counts).where(t.trials.c.id.in_(trial_ids)))}
         levels = ", ".join(f"({int(tid)}, {_level(counts.get(tid, 0), maxp)})" for tid in trial_ids)
-        x_where = where.replace("m.", "x.")
+        x_where = _window("x", params)
         # ORDER BY … LIMIT 1 (not MIN/MAX) is what SQLite answers with one index seek.
         edge = ("(SELECT x.steps_completed FROM metrics x WHERE x.trial_id = lv.trial_id AND "
                 f"{x_where} ORDER BY x.steps_completed {{}} LIMIT 1)")
@@ -393,6 +390,19 @@ class MetricService:
             "strftime('%Y-%m-%dT%H:%M:%fZ', m.report_time, 'unixepoch') || "
             f"'\",\"values\":{{' || substr({values}, 2) || '}}}}'"
         )
+
+
+def _window(alias: str, params: dict[str, Any], *, visible_only: bool = True) -> str:
+    """SQL for the rows of table ``alias`` a chart reads: the group, visible ones (archived too
+    when ``visible_only`` is false), inside the step window ``params`` holds, if any."""
+    clauses = [f"{alias}.mgroup = :group"]
+    if visible_only:
+        clauses.append(f"{alias}.archived = :no")
+    if "start" in params:
+        clauses.append(f"{alias}.steps_completed >= :start")
+    if "end" in params:
+        clauses.append(f"{alias}.steps_completed < :end")
+    return " AND ".join(clauses)
 
 
 def _level(count: int, max_points: int) -> int:
