@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import scheduler
+from ..store import reader
 from ..store import tables as t
 from ._states import LIVE_ALLOC, AllocState
 from .views import Views
@@ -106,7 +107,7 @@ def _holdings(engine: sa.Engine) -> dict[int, _Holdings]:
         .where(t.allocations.c.state != AllocState.TERMINATED.value)
     )
     out: dict[int, _Holdings] = {}
-    with engine.connect() as conn:
+    with reader(engine).connect() as conn:
         for a in conn.execute(q):
             h = out.setdefault(
                 a.experiment_id,
