@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import signal
 import socket
 import sys
 from collections.abc import Sequence
 
-from ._agent import Agent
+from ._address import validate_address
+from ._agent import STATS_INTERVAL, Agent
 from ._devices import detect_slots
 from ._version import __version__
 
@@ -34,7 +36,20 @@ def _parser() -> argparse.ArgumentParser:
         help="the master's agent token (default: $DET_AGENT_TOKEN); the master writes it to "
         "<data_dir>/agent_token on first start",
     )
-    p.add_argument("--id", default=socket.gethostname(), help="agent id (default: hostname)")
+    p.add_argument(
+        "--id",
+        default=os.environ.get("DET_AGENT_ID") or socket.gethostname(),
+        help="agent id, unique in the cluster and the same across restarts "
+        "(default: $DET_AGENT_ID, else the hostname)",
+    )
+    p.add_argument(
+        "--address",
+        metavar="ADDR",
+        default=os.environ.get("DET_AGENT_ADDRESS") or None,
+        help="host name or IP other hosts' containers reach this one at, for distributed "
+        "training (default: $DET_AGENT_ADDRESS, else the local IP of the route to the master, "
+        "127.0.0.1 when the master is on loopback)",
+    )
     p.add_argument(
         "--slots",
         type=int,
@@ -46,7 +61,21 @@ def _parser() -> argparse.ArgumentParser:
         default=os.path.join(os.path.expanduser("~"), ".local", "share", "det-agent"),
         help="where task directories live (default: ~/.local/share/det-agent)",
     )
-    p.add_argument("--resource-pool", default="", help="resource pool (default: the default pool)")
+    p.add_argument(
+        "--resource-pool",
+        metavar="POOL",
+        default=os.environ.get("DET_AGENT_RESOURCE_POOL", ""),
+        help="resource pool this agent joins (default: $DET_AGENT_RESOURCE_POOL, else the "
+        "master's default pool)",
+    )
+    p.add_argument(
+        "--stats-interval",
+        metavar="SECONDS",
+        type=float,
+        default=os.environ.get("DET_AGENT_STATS_INTERVAL") or str(STATS_INTERVAL),
+        help="seconds between GPU utilization/memory reports to the master; 0 turns them off "
+        f"(default: $DET_AGENT_STATS_INTERVAL, else {STATS_INTERVAL:g}; CPU slots send none)",
+    )
     p.add_argument(
         "--no-warm-start",
         dest="warm_start",
@@ -80,19 +109,32 @@ async def _serve(agent: Agent) -> None:
         await stopping[0]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default: sys.argv[1:]), run the agent until SIGINT/SIGTERM; exit status."""
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Flags and environment → settings; exits with status 2 and a message when one is wrong."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     if not args.master:
         parser.error("no master URL: pass --master http://host:port or set DET_MASTER")
     if not args.token:
         parser.error("no agent token: pass --token or set DET_AGENT_TOKEN")
     if args.slots is not None and args.slots < 1:
         parser.error(f"--slots must be at least 1, got {args.slots}")
+    if not 0 <= args.stats_interval < math.inf:
+        parser.error(f"--stats-interval must be 0 or more seconds, got {args.stats_interval}")
+    if args.address is not None:
+        try:
+            validate_address(args.address)
+        except ValueError as e:
+            parser.error(str(e))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: sys.argv[1:]), run the agent until SIGINT/SIGTERM; exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     slots = detect_slots(args.slots)
     kinds = sorted({s.type for s in slots})
     log.info("offering %d slot(s) of type %s", len(slots), "/".join(kinds))
@@ -105,9 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             work_dir=args.work_dir,
             resource_pool=args.resource_pool,
             warm_start=args.warm_start,
+            address=args.address,
+            stats_interval=args.stats_interval,
         )
     except ValueError as e:
-        parser.error(str(e))
+        _parser().error(str(e))
     asyncio.run(_serve(agent))
     return 0
 

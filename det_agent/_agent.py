@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -12,9 +14,11 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, websocket_connect
 
 from . import _protocol as proto
+from ._address import detect_address, validate_address
 from ._devices import Slot
 from ._link import LocalLink
 from ._outbox import Outbox
+from ._stats import GpuStatsSampler, sampler_for
 from ._version import __version__
 from .runtime import LogLine, ProcessRuntime, Runtime
 
@@ -29,6 +33,8 @@ PING_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
 #: How long stop() tries to deliver the final task_exited frames (seconds).
 STOP_FLUSH_TIMEOUT = 2.0
+#: Default period of ``slot_stats`` frames (seconds).
+STATS_INTERVAL = 10.0
 
 T = TypeVar("T")
 Connection = WebSocketClientConnection | LocalLink
@@ -43,6 +49,13 @@ class Agent:
     master's process). While
     the master is unreachable, tasks keep running and outgoing frames wait in a bounded outbox
     that is replayed after the next hello.
+
+    ``address`` is what ``hello`` tells the master other containers reach this host at; None
+    means the local IP of the route to the master, looked up again at every connect.
+    Every ``stats_interval`` seconds (0: never) while connected, the GPU slots' figures go to the
+    master in a ``slot_stats`` frame, read by ``stats_sampler`` (default: a
+    :class:`GpuStatsSampler` over NVML); an agent without GPU slots sends none. Stats skip the
+    outbox: figures from before an outage are stale.
     """
 
     def __init__(
@@ -57,12 +70,21 @@ class Agent:
         runtime: Runtime | None = None,
         warm_start: bool = True,
         connect: Callable[[], LocalLink] | None = None,
+        address: str | None = None,
+        stats_interval: float = STATS_INTERVAL,
+        stats_sampler: GpuStatsSampler | None = None,
     ) -> None:
         if not token:
             raise ValueError("the agent token is empty; pass the master's agent token")
         if not agent_id:
             raise ValueError("agent_id is empty; give the agent a name unique in the cluster")
+        if not 0 <= stats_interval < math.inf:  # also refuses NaN
+            raise ValueError(
+                f"stats_interval must be a finite number of seconds >= 0, got {stats_interval}"
+            )
         self._url = proto.agents_url(master_url, agent_id)
+        self._master_url = master_url
+        self._address = validate_address(address) if address is not None else None
         self._token = token
         self.agent_id = agent_id
         self.slots = list(slots)
@@ -73,11 +95,14 @@ class Agent:
             else ProcessRuntime(work_dir, agent_id=agent_id, slots=self.slots, warm_start=warm_start)
         )
         self._local = connect
+        self._stats_interval = stats_interval
+        self._sampler = sampler_for(self.slots, stats_interval, stats_sampler)
         self._outbox = Outbox()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._conn: Connection | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._refusal: str | None = None  # the last refusal, logged once
         #: Set while a websocket session (after hello) is up; for tests and status displays.
         self.connected = asyncio.Event()
 
@@ -105,6 +130,8 @@ class Agent:
             while len(self._outbox) and asyncio.get_running_loop().time() < deadline:
                 await asyncio.sleep(0.02)
             conn.close()
+        if self._sampler is not None:
+            await asyncio.to_thread(self._sampler.close)
 
     # -- connection -----------------------------------------------------------------------
 
@@ -155,17 +182,41 @@ class Agent:
             log.warning("cannot reach the master at %s: %s", self._url, e)
         return None
 
-    async def _session(self, conn: Connection) -> None:
-        sender: asyncio.Task[None] | None = None
+    async def _own_address(self) -> str:
+        if self._address is not None:
+            return self._address
         try:
+            # May resolve the master's host name: off the event loop.
+            return await asyncio.to_thread(detect_address, self._master_url)
+        except OSError as e:
+            fallback = socket.gethostname()
+            log.warning(
+                "cannot tell which local address reaches the master (%s); reporting %r — pass "
+                "--address if other hosts cannot reach this one by that name",
+                e,
+                fallback,
+            )
+            return fallback
+
+    async def _session(self, conn: Connection) -> None:
+        helpers: list[asyncio.Task[None]] = []
+        try:
+            address = await self._own_address()
             hello = proto.hello(
-                self.agent_id, self.resource_pool, self.slots, self.runtime.running(), __version__
+                self.agent_id,
+                self.resource_pool,
+                self.slots,
+                self.runtime.running(),
+                __version__,
+                address,
             )
             await conn.write_message(proto.encode(hello))
             self._conn = conn
             self.connected.set()
             log.info("connected to the master at %s as %r", self._url, self.agent_id)
-            sender = asyncio.create_task(self._send_loop(conn))
+            helpers.append(asyncio.create_task(self._send_loop(conn)))
+            if self._sampler is not None:
+                helpers.append(asyncio.create_task(self._stats_loop(conn, self._sampler)))
             while True:
                 message = await conn.read_message()
                 if message is None:
@@ -177,9 +228,9 @@ class Agent:
         finally:
             self._conn = None
             self.connected.clear()
-            if sender is not None:
-                sender.cancel()
-                await asyncio.gather(sender, return_exceptions=True)
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
             conn.close()
 
     async def _send_loop(self, conn: Connection) -> None:
@@ -196,6 +247,21 @@ class Agent:
                 self._outbox.pop_if(frame)
         except WebSocketClosedError:
             conn.close()  # make the reader see the end too
+
+    async def _stats_loop(self, conn: Connection, sampler: GpuStatsSampler) -> None:
+        """Sample now and every interval; write straight to ``conn``, bypassing the outbox, so
+        that nothing from this session is sent after a reconnect."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                stats = await loop.run_in_executor(None, sampler.sample)
+                if stats:
+                    await conn.write_message(proto.encode(proto.slot_stats(stats)))
+            except WebSocketClosedError:
+                return  # the session is ending; the reader sees it too
+            except Exception:  # a broken sample must not end the session; try again later
+                log.exception("sampling GPU stats failed")
+            await asyncio.sleep(self._stats_interval)
 
     def _send(self, frame: dict[str, Any]) -> None:
         self._outbox.put(frame)
@@ -222,6 +288,13 @@ class Agent:
                 log.warning("ignoring start_task without a spec object: %.200s", message)
                 return
             self._spawn(self._start(spec))
+        elif kind == "refused":
+            # The master turns this agent away (e.g. an unknown --resource-pool) and hangs up;
+            # the agent keeps retrying, so the admin can fix the master's side without a restart.
+            message = str(frame.get("message") or "no reason given")
+            level = logging.DEBUG if message == self._refusal else logging.ERROR
+            log.log(level, "the master refused this agent: %s", message)
+            self._refusal = message
         elif kind == "kill_task":
             allocation_id = str(frame.get("allocation_id"))
             log.info("the master asked to kill %s", allocation_id)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._devices import Slot
+from ._stats import SlotStats
 from .runtime import LogLine
 
 
@@ -24,9 +25,18 @@ def agents_url(master_url: str, agent_id: str) -> str:
 
 
 def hello(
-    agent_id: str, resource_pool: str, slots: Sequence[Slot], running: Sequence[str], version: str
+    agent_id: str,
+    resource_pool: str,
+    slots: Sequence[Slot],
+    running: Sequence[str],
+    version: str,
+    address: str,
 ) -> dict[str, Any]:
-    """The first frame after every connect."""
+    """The first frame after every connect.
+
+    ``address`` is the host name or IP other containers reach this agent at (the master uses it
+    for distributed rendezvous).
+    """
     return {
         "type": "hello",
         "agent_id": agent_id,
@@ -34,7 +44,13 @@ def hello(
         "slots": [s.to_wire() for s in slots],
         "running": list(running),
         "version": version,
+        "address": address,
     }
+
+
+def slot_stats(stats: Sequence[SlotStats]) -> dict[str, Any]:
+    """Current GPU figures per slot; sent only while connected, never replayed after an outage."""
+    return {"type": "slot_stats", "slots": [s.to_wire() for s in stats]}
 
 
 def task_started(allocation_id: str, pid: int) -> dict[str, Any]:

@@ -9,8 +9,9 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Integer, Unicode, default
+from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
 
+from .rm.config import ResourceConfig, load_master_config, parse_resources
 from .server_ext.routes import ROUTES
 from .services.master import Master, MasterSettings, load_or_create_secret
 from .store import sqlite_url
@@ -43,6 +44,10 @@ class DetJupyterApp(ExtensionApp):
         True, config=True,
         help="The embedded agent forks Python tasks from a launcher with the harness loaded.",
     )
+    agent_resource_pool = Unicode(
+        "", config=True,
+        help="Resource pool the embedded agent joins (empty: the default compute pool).",
+    )
     agent_slots = Integer(
         None, allow_none=True, config=True,
         help="CPU slots of the embedded agent when there is no GPU (default: number of CPUs).",
@@ -58,6 +63,22 @@ class DetJupyterApp(ExtensionApp):
     agent_reconnect_wait = Float(
         25.0, config=True,
         help="Seconds an agent may stay disconnected before its tasks are considered lost.",
+    )
+    master_config = Unicode(
+        "", config=True,
+        help="Path of a Determined-style master.yaml; its resource_manager and resource_pools "
+        "sections set the pools and their schedulers. Empty: env DET_MASTER_CONFIG, else the "
+        "resource_manager and resource_pools traits.",
+    )
+    resource_manager = Dict(
+        {}, config=True,
+        help="Determined's resource_manager section (default_compute_resource_pool, "
+        "default_aux_resource_pool, scheduler: {type, fitting_policy, preemption, default_priority}).",
+    )
+    resource_pools = List(
+        [], config=True,
+        help="Determined's resource_pools section: [{pool_name, description, scheduler}]. "
+        "Empty: one pool named default.",
     )
 
     @default("data_dir")
@@ -78,6 +99,7 @@ class DetJupyterApp(ExtensionApp):
             initial_password=os.environ.get("DET_ADMIN_PASSWORD") or None,
             preemption_timeout_s=self.preemption_timeout,
             agent_reconnect_wait_s=self.agent_reconnect_wait,
+            resources=self._resources(),
         ))
         if self.master.generated_password:
             path = os.path.join(self.data_dir, "admin_password")
@@ -93,6 +115,19 @@ class DetJupyterApp(ExtensionApp):
         self._agent: Any = None
         self._agent_task: Any = None
         self._tick: Any = None
+
+    def _resources(self) -> ResourceConfig:
+        """Pools and schedulers from the master config file, else from the traits; a bad
+        setting stops the server with a message naming it."""
+        path = self.master_config or os.environ.get("DET_MASTER_CONFIG", "")
+        try:
+            if path:
+                with open(path) as fh:
+                    return load_master_config(fh.read())
+            return parse_resources(self.resource_manager, self.resource_pools or None)
+        except (OSError, ValueError) as exc:
+            where = f"master config {path}" if path else "DetJupyterApp.resource_manager/resource_pools"
+            raise SystemExit(f"det-jupyter: {where}: {exc}") from None
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(ROUTES)
@@ -120,6 +155,8 @@ class DetJupyterApp(ExtensionApp):
             self._agent = Agent(
                 self.master.settings.url,
                 self.master.settings.agent_token,
+                address="127.0.0.1",
+                resource_pool=self.agent_resource_pool,
                 agent_id=agent_id,
                 slots=detect_slots(self.agent_slots),
                 work_dir=os.path.join(self.data_dir, "agent"),

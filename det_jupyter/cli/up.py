@@ -43,6 +43,12 @@ def _serve(args: argparse.Namespace) -> int:
         cfg.DetJupyterApp.db_url = args.db_url
     if args.no_agent:
         cfg.DetJupyterApp.embedded_agent = False
+    if args.config:
+        cfg.DetJupyterApp.master_config = os.path.abspath(args.config)
+    if args.agent_pool:
+        cfg.DetJupyterApp.agent_resource_pool = args.agent_pool
+    if args.agent_reconnect_wait is not None:
+        cfg.DetJupyterApp.agent_reconnect_wait = args.agent_reconnect_wait
     app = ServerApp(config=cfg)
     app.initialize(argv=[])
     master = app.web_app.settings["det_master"]
@@ -81,6 +87,12 @@ def _up(args: argparse.Namespace) -> int:
         argv += ["--slots", str(args.slots)]
     if args.db_url:
         argv += ["--db-url", args.db_url]
+    if args.config:
+        argv += ["--config", os.path.abspath(args.config)]
+    if args.agent_pool:
+        argv += ["--agent-pool", args.agent_pool]
+    if args.agent_reconnect_wait is not None:
+        argv += ["--agent-reconnect-wait", str(args.agent_reconnect_wait)]
     if args.no_agent:
         argv += ["--no-agent"]
     with open(log_path, "ab") as log:
@@ -148,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--slots", type=int, default=None, help="CPU slots of the embedded agent (no GPU)")
     up.add_argument("--db-url", default=None, help="database URL (default: SQLite under the data dir)")
     up.add_argument("--no-agent", action="store_true", help="no embedded agent (agents connect with det-agent)")
+    up.add_argument("--config", default=None,
+                    help="master.yaml with resource_manager and resource_pools (pools, schedulers)")
+    up.add_argument("--agent-pool", default=None, help="resource pool of the embedded agent")
+    up.add_argument("--agent-reconnect-wait", type=float, default=None,
+                    help="seconds an agent may stay away before its tasks count as lost (default 25)")
     up.add_argument("-d", "--detach", action="store_true", help="run in the background and return")
     up.set_defaults(func=_up)
     down = sub.add_parser("down", help="stop the master started with up")

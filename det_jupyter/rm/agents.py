@@ -1,24 +1,31 @@
 """The agent resource manager: connected agents, their slots, placement and task control.
 
-Agents talk to the master over one websocket each (docs/internals.md). Placement runs the
-pure scheduler policy on a snapshot of pending requests and free slots, coalesced so that a
-burst of events causes one pass.
+Agents talk to the master over one websocket each (docs/internals.md). A scheduling pass takes
+a snapshot of pending and running allocations and of the agents' free slots, runs each pool's
+configured policy (``rm.config``) on its part, and carries out the decisions: placements
+(a gang may span agents) and preemptions. Passes are coalesced, so a burst of events causes one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import scheduler
 from ..services._clock import Clock
-from ..services.allocations import AllocationService
+from ..services.allocations import AllocationService, Container
 from ..services.logs import LogService
+from .config import ResourceConfig, parse_resources
 
 log = logging.getLogger("det_jupyter.rm")
+
+#: How many recent passes the scheduler statistics keep.
+PASS_HISTORY = 1000
 
 
 @dataclass
@@ -29,28 +36,51 @@ class AgentHandle:
     resource_pool: str
     slots: list[dict]
     send: Callable[[dict], None]
+    address: str = "127.0.0.1"
     used: dict[str, list[int]] = field(default_factory=dict)
     connected: bool = True
     registered_at: float = 0.0
     version: str = ""
+    stats: dict[int, dict] = field(default_factory=dict)
 
-    def free_slots(self) -> tuple[int, ...]:
-        taken = {s for ids in self.used.values() for s in ids}
-        return tuple(s["id"] for s in self.slots if s["id"] not in taken)
+    def taken(self) -> set[int]:
+        return {s for ids in self.used.values() for s in ids}
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    ms: float
+    pending: int
+    placed: int
 
 
 class AgentRM:
     def __init__(
-        self, allocations: AllocationService, logs: LogService, clock: Clock, *, reconnect_wait_s: float = 25.0
+        self,
+        allocations: AllocationService,
+        logs: LogService,
+        clock: Clock,
+        *,
+        resources: ResourceConfig | None = None,
+        reconnect_wait_s: float = 25.0,
+        preemption_timeout_s: float = 3600.0,
     ) -> None:
         self._allocs = allocations
         self._logs = logs
         self._clock = clock
+        self.resources = resources or parse_resources(None)
+        self._policies = {name: p.scheduler.policy() for name, p in self.resources.pools.items()}
         self._reconnect_wait_s = reconnect_wait_s
+        self._preemption_timeout_s = preemption_timeout_s
         self.agents: dict[str, AgentHandle] = {}
+        # Admin state outlives connections: a disabled agent stays disabled when it reconnects.
+        self.disabled: dict[str, bool] = {}  # agent id -> drain
+        self.disabled_slots: dict[str, set[int]] = {}
         self._lost_timers: dict[str, asyncio.TimerHandle] = {}
         self._alloc_meta: dict[str, tuple[str, int | None]] = {}
         self._pass_scheduled = False
+        self.passes = 0
+        self.recent_passes: deque[PassRecord] = deque(maxlen=PASS_HISTORY)
 
     # -- connections --------------------------------------------------------------------
 
@@ -58,27 +88,41 @@ class AgentRM:
         agent = self.agents.get(agent_id)
         return agent is not None and agent.connected
 
-    def hello(self, agent_id: str, msg: dict, send: Callable[[dict], None]) -> None:
-        """An agent (re)connected. Keep what it still runs that we know; kill the rest."""
+    def hello(self, agent_id: str, msg: dict, send: Callable[[dict], None]) -> str | None:
+        """An agent (re)connected. Keep what it still runs that we know; kill the rest.
+
+        Returns why the agent is refused (a pool that does not exist), else None.
+        """
+        pool = str(msg.get("resource_pool") or "") or self.resources.default_compute_pool
+        if pool not in self.resources.pools:
+            return (f"resource pool {pool!r} does not exist; start the agent with --resource-pool "
+                    f"one of {', '.join(sorted(self.resources.pools))}")
         timer = self._lost_timers.pop(agent_id, None)
         if timer is not None:
             timer.cancel()
         slots = [s for s in msg.get("slots") or [] if isinstance(s, dict) and isinstance(s.get("id"), int)]
         known = self.agents.get(agent_id)
-        handle = AgentHandle(agent_id, str(msg.get("resource_pool") or ""), slots, send,
+        handle = AgentHandle(agent_id, pool, slots, send,
+                             address=str(msg.get("address") or "127.0.0.1"),
                              registered_at=known.registered_at if known else self._clock.now(),
                              version=str(msg.get("version") or ""))
-        live = {a.allocation_id: a for a in self._allocs.live_allocations() if a.agent_id == agent_id}
-        if known is not None:
-            handle.used = {k: v for k, v in known.used.items() if k in live}
-        for alloc_id in msg.get("running") or []:
-            if alloc_id not in live:
-                send({"type": "kill_task", "allocation_id": alloc_id})
-        for alloc_id, alloc in live.items():
-            handle.used.setdefault(alloc_id, list(alloc.slot_ids or []))
+        live = self._allocs.live_on(agent_id)
+        running = {str(a) for a in msg.get("running") or []}
+        for alloc_id in running - set(live):
+            send({"type": "kill_task", "allocation_id": alloc_id})
         self.agents[agent_id] = handle
-        log.info("agent %s connected with %d slots", agent_id, len(slots))
+        for alloc_id, slot_ids in live.items():
+            if alloc_id in running:
+                handle.used[alloc_id] = slot_ids
+            else:
+                # The agent restarted: its tasks died with it (the master sent their start
+                # only after an earlier hello, so a task it still prepares is listed too).
+                handle.used[alloc_id] = slot_ids
+                self._allocs.exited(alloc_id, -1, f"agent {agent_id} restarted; the task died with it",
+                                    agent_id=agent_id)
+        log.info("agent %s connected to pool %s with %d slots", agent_id, pool, len(slots))
         self.schedule_soon()
+        return None
 
     def disconnected(self, agent_id: str) -> None:
         agent = self.agents.get(agent_id)
@@ -95,12 +139,47 @@ class AgentRM:
             return
         log.warning("agent %s did not come back; failing its %d allocations", agent_id, len(agent.used))
         for alloc_id in list(agent.used):
-            self._allocs.exited(alloc_id, -1, f"agent {agent_id} was lost")
+            self._allocs.exited(alloc_id, -1, f"agent {agent_id} was lost", agent_id=agent_id)
+
+    # -- admin --------------------------------------------------------------------------
+
+    def set_enabled(self, agent_id: str, enabled: bool, *, drain: bool = False) -> None:
+        """Enable an agent, or disable it: nothing new is placed on it; without ``drain`` what
+        runs there is killed too (Determined's semantics)."""
+        if agent_id not in self.agents:
+            raise KeyError(agent_id)
+        if enabled:
+            self.disabled.pop(agent_id, None)
+        else:
+            self.disabled[agent_id] = drain
+            if not drain:
+                for alloc_id in list(self.agents[agent_id].used):
+                    self._allocs.kill(alloc_id)
+        self.schedule_soon()
+
+    def set_slot_enabled(self, agent_id: str, slot_id: int, enabled: bool) -> None:
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            raise KeyError(agent_id)
+        if slot_id not in {s["id"] for s in agent.slots}:
+            raise KeyError(f"{agent_id}/{slot_id}")
+        off = self.disabled_slots.setdefault(agent_id, set())
+        if enabled:
+            off.discard(slot_id)
+        else:
+            off.add(slot_id)
+        self.schedule_soon()
 
     # -- frames from agents -------------------------------------------------------------
 
     def handle(self, agent_id: str, msg: dict) -> None:
         kind = msg.get("type")
+        if kind == "slot_stats":
+            agent = self.agents.get(agent_id)
+            if agent is not None:
+                agent.stats = {s["id"]: s for s in msg.get("slots") or []
+                               if isinstance(s, dict) and isinstance(s.get("id"), int)}
+            return
         alloc_id = msg.get("allocation_id")
         if not isinstance(alloc_id, str):
             return
@@ -114,7 +193,8 @@ class AgentRM:
             )
         elif kind == "task_exited":
             code = msg.get("exit_code")
-            self._allocs.exited(alloc_id, code if isinstance(code, int) else -1, msg.get("reason"))
+            self._allocs.exited(alloc_id, code if isinstance(code, int) else -1, msg.get("reason"),
+                                agent_id=agent_id)
 
     def _meta(self, alloc_id: str) -> tuple[str, int | None]:
         meta = self._alloc_meta.get(alloc_id)
@@ -134,10 +214,13 @@ class AgentRM:
         if agent is not None and agent.connected:
             agent.send({"type": "kill_task", "allocation_id": allocation_id})
 
-    def released(self, allocation_id: str) -> None:
-        self._alloc_meta.pop(allocation_id, None)
+    def released(self, allocation_id: str, agent_id: str | None = None) -> None:
+        """The allocation's container on ``agent_id`` (all of them: None) gave its slots back."""
+        if agent_id is None:
+            self._alloc_meta.pop(allocation_id, None)
         for agent in self.agents.values():
-            agent.used.pop(allocation_id, None)
+            if agent_id is None or agent.agent_id == agent_id:
+                agent.used.pop(allocation_id, None)
 
     def schedule_soon(self) -> None:
         if self._pass_scheduled:
@@ -148,35 +231,79 @@ class AgentRM:
     # -- placement ----------------------------------------------------------------------
 
     def snapshot(self) -> scheduler.Snapshot:
-        pending = tuple(
-            scheduler.Request(a.allocation_id, a.slots, a.priority, a.submitted_at, a.resource_pool)
-            for a in self._allocs.pending()
-        )
-        agents = tuple(
-            scheduler.AgentSlots(a.agent_id, a.resource_pool, a.free_slots(), len(a.slots))
-            for a in self.agents.values()
-            if a.connected
-        )
-        return scheduler.Snapshot(pending, agents)
+        pending, running = self._allocs.scheduler_view()
+        agents = []
+        for a in self.agents.values():
+            if not a.connected:
+                continue
+            off = self.disabled_slots.get(a.agent_id, set())
+            usable = [s["id"] for s in a.slots if s["id"] not in off]
+            taken = a.taken()
+            agents.append(scheduler.AgentSlots(
+                a.agent_id, a.resource_pool, tuple(s for s in usable if s not in taken),
+                len(usable), enabled=a.agent_id not in self.disabled,
+            ))
+        return scheduler.Snapshot(tuple(pending), tuple(agents), tuple(running))
+
+    def decide(self, snap: scheduler.Snapshot) -> scheduler.Decisions:
+        """Each pool's policy on its own part of the snapshot."""
+        assignments: dict[str, tuple[scheduler.Placement, ...]] = {}
+        preemptions: list[str] = []
+        for pool in snap.pools():
+            policy = self._policies.get(pool)
+            if policy is None:
+                continue  # requests for a pool that is not configured wait (the queue says why)
+            part = scheduler.Snapshot(
+                tuple(r for r in snap.pending if r.pool == pool),
+                tuple(a for a in snap.agents if a.pool == pool),
+                tuple(r for r in snap.running if r.pool == pool),
+            )
+            if not part.agents or not (part.pending or part.running):
+                continue
+            decided = policy(part, self._clock.now())
+            assignments.update(decided.assignments)
+            preemptions.extend(decided.preemptions)
+        return scheduler.Decisions(assignments, tuple(preemptions))
 
     def _schedule_pass(self) -> None:
         self._pass_scheduled = False
+        began = time.perf_counter()
+        placed = 0
+        pending = 0
         try:
             snap = self.snapshot()
-            if not snap.pending or not snap.agents:
+            pending = len(snap.pending)
+            if not snap.agents or not (snap.pending or snap.running):
                 return
-            for decision in scheduler.schedule(snap, self._clock.now()):
-                agent = self.agents.get(decision.agent_id)
-                if agent is None:
-                    continue
-                agent.used[decision.allocation_id] = list(decision.slot_ids)
-                spec = self._allocs.assign(decision.allocation_id, decision.agent_id, list(decision.slot_ids))
-                if spec is None:
-                    agent.used.pop(decision.allocation_id, None)
-                    continue
-                self.start(decision.agent_id, decision.allocation_id, spec)
+            decisions = self.decide(snap)
+            for alloc_id, placement in decisions.assignments.items():
+                placed += self._place(alloc_id, placement)
+            for alloc_id in decisions.preemptions:
+                log.info("preempting %s to make room", alloc_id)
+                self._allocs.preempt(alloc_id, self._preemption_timeout_s)
         except Exception:  # a bad pass must not kill the loop; the next event retries
             log.exception("scheduling pass failed")
+        finally:
+            if pending:
+                self.passes += 1
+                self.recent_passes.append(
+                    PassRecord((time.perf_counter() - began) * 1000, pending, placed))
+
+    def _place(self, alloc_id: str, placement: tuple[scheduler.Placement, ...]) -> int:
+        if any(p.agent_id not in self.agents for p in placement):
+            return 0
+        gang = [Container(p.agent_id, tuple(p.slot_ids), self.agents[p.agent_id].address)
+                for p in placement]
+        for c in gang:
+            self.agents[c.agent_id].used[alloc_id] = list(c.slot_ids)
+        specs = self._allocs.assign(alloc_id, gang)
+        if specs is None:
+            for c in gang:
+                self.agents[c.agent_id].used.pop(alloc_id, None)
+            return 0
+        for c, spec in zip(gang, specs, strict=True):
+            self.start(c.agent_id, alloc_id, spec)
+        return 1
 
     def describe(self) -> list[dict[str, Any]]:
         return [
@@ -188,6 +315,11 @@ class AgentRM:
                 "connected": a.connected,
                 "registered_at": a.registered_at,
                 "version": a.version,
+                "address": a.address,
+                "enabled": a.agent_id not in self.disabled,
+                "draining": self.disabled.get(a.agent_id, False),
+                "disabled_slots": sorted(self.disabled_slots.get(a.agent_id, set())),
+                "stats": dict(a.stats),
             }
             for a in self.agents.values()
         ]

@@ -16,8 +16,8 @@ than their job's ``max_slots``) never block anything, and none is preempted for.
 
 With preemption on, a blocked request first looks at the slots already being released: if
 they (with the free ones) are enough it reserves them and waits. Otherwise it preempts
-running preemptible allocations behind it in queue order (lower priority, or equal priority
-and submitted later), lowest priority first and newest first, stopping as soon as it fits
+running preemptible allocations of other jobs behind it in queue order (lower priority, or
+equal priority and submitted later), lowest priority first and newest first, stopping as soon as it fits
 and then sparing every victim it turns out not to need. It reserves the room it will get,
 so nothing behind it takes those slots while the victims checkpoint.
 
@@ -75,6 +75,7 @@ def _others(state: PoolState, agents: set[str]) -> set[str]:
 
 
 def _victims_for(state: PoolState, req: Request) -> list[Running]:
-    """Running allocations behind ``req`` in queue order: lowest priority, newest first."""
-    behind = [run for run in state.running if queue_key(run) > queue_key(req)]
+    """Running allocations of other jobs behind ``req`` in queue order: lowest priority, newest
+    first. (A job never preempts itself: its allocations share its place in the queue.)"""
+    behind = [run for run in state.running if run.job != req.job and queue_key(run) > queue_key(req)]
     return sorted(behind, key=lambda run: (-run.priority, -run.submitted_at, run.allocation_id))

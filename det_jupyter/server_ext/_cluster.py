@@ -10,7 +10,8 @@ from typing import Any
 
 from tornado import websocket
 
-from ..scheduler import pool_of
+from ..errors import Forbidden, InvalidRequest, NotFound
+from ..rm.config import WIRE_FITTING, WIRE_SCHEDULER
 from . import _serialize as ser
 from ._base import DetHandler, _bearer
 
@@ -49,7 +50,8 @@ class AgentSocket(websocket.WebSocketHandler):
         await super().get(*args, **kwargs)
 
     def open(self, *args: Any, **kwargs: Any) -> None:
-        self.session = AgentSession(self.master, self.agent_id, self._send_text)
+        self.session = AgentSession(self.master, self.agent_id, self._send_text,
+                                    close=lambda why: self.close(4000, why[:120]))
 
     def _send_text(self, text: str) -> None:
         self.write_message(text)
@@ -66,10 +68,14 @@ class AgentSession:
     """One agent's frames, whatever carries them: its websocket, or the in-process link of
     the agent embedded in the master (``det_agent.LocalLink``)."""
 
-    def __init__(self, master: Any, agent_id: str, send_text: Callable[[str], None]) -> None:
+    def __init__(
+        self, master: Any, agent_id: str, send_text: Callable[[str], None],
+        close: Callable[[str], None] | None = None,
+    ) -> None:
         self.master = master
         self.agent_id = agent_id
         self._send_text = send_text
+        self._close = close
         self._hello = False
         send_text(json.dumps({"type": "welcome", "master_id": master.master_id, "cluster_id": master.cluster_id}))
 
@@ -87,8 +93,14 @@ class AgentSession:
         if not isinstance(msg, dict):
             return
         if msg.get("type") == "hello":
+            refused = self.master.rm.hello(self.agent_id, msg, self._send)
+            if refused:
+                log.error("agent %s refused: %s", self.agent_id, refused)
+                self._send({"type": "refused", "message": refused})
+                if self._close is not None:
+                    self._close(refused)
+                return
             self._hello = True
-            self.master.rm.hello(self.agent_id, msg, self._send)
         elif self._hello:
             try:
                 self.master.rm.handle(self.agent_id, msg)
@@ -100,59 +112,154 @@ class AgentSession:
             self.master.rm.disconnected(self.agent_id)
 
 
+def agent_json(a: dict[str, Any]) -> dict[str, Any]:
+    """A ``v1Agent``: slots with their device, whether enabled, and what runs there; each slot
+    also carries ``stats`` (GPU utilisation and memory) when the agent reports them."""
+    off = set(a["disabled_slots"])
+    slots = {}
+    for s in a["slots"]:
+        holder = next((k for k, v in a["used"].items() if s["id"] in v), None)
+        slot: dict[str, Any] = {
+            "id": str(s["id"]),
+            "device": {"id": s["id"], "brand": s.get("name") or "", "uuid": s.get("uuid") or "",
+                       "type": "TYPE_CUDA" if s.get("type") == "cuda" else "TYPE_CPU"},
+            "enabled": s["id"] not in off and a["enabled"],
+            "draining": a["draining"],
+            "container": ({"id": holder, "state": "STATE_RUNNING", "devices": []}
+                          if holder is not None else None),
+        }
+        if s["id"] in a["stats"]:
+            slot["stats"] = a["stats"][s["id"]]
+        slots[str(s["id"])] = slot
+    types: dict[str, dict[str, int]] = {}
+    brands: dict[str, dict[str, int]] = {}
+    for slot in slots.values():
+        for key, table in ((slot["device"]["type"], types), (slot["device"]["brand"] or "cpu", brands)):
+            stat = table.setdefault(key, {"disabled": 0, "draining": 0, "total": 0})
+            stat["total"] += 1
+            stat["disabled"] += not slot["enabled"]
+            stat["draining"] += bool(slot["draining"])
+    return {
+        "id": a["id"], "resourcePools": [a["resource_pool"]], "slots": slots,
+        "addresses": [a["address"]], "enabled": a["enabled"], "draining": a["draining"],
+        "registeredTime": ser.ts(a["registered_at"]), "numContainers": len(a["used"]),
+        "version": a.get("version") or "", "slotStats": {"typeStats": types, "brandStats": brands},
+    }
+
+
 class AgentsHandler(DetHandler):
     def get(self) -> None:
-        agents = []
-        for a in self.master.rm.describe():
-            slots = {
-                str(s["id"]): {
-                    "id": str(s["id"]),
-                    "device": {"id": s["id"], "brand": s.get("name") or "", "uuid": s.get("uuid") or "",
-                               "type": "TYPE_CUDA" if s.get("type") == "cuda" else "TYPE_CPU"},
-                    "enabled": True,
-                    "draining": False,
-                    "container": ({"id": next(k for k, v in a["used"].items() if s["id"] in v),
-                                   "state": "STATE_RUNNING", "devices": []}
-                                  if any(s["id"] in v for v in a["used"].values()) else None),
-                }
-                for s in a["slots"]
-            }
-            types: dict[str, dict[str, int]] = {}
-            brands: dict[str, dict[str, int]] = {}
-            for s in slots.values():
-                for key, table in ((s["device"]["type"], types), (s["device"]["brand"] or "cpu", brands)):
-                    stat = table.setdefault(key, {"disabled": 0, "draining": 0, "total": 0})
-                    stat["total"] += 1
-            agents.append({
-                "id": a["id"], "resourcePools": [pool_of(a["resource_pool"])], "slots": slots,
-                "enabled": True, "draining": False, "registeredTime": ser.ts(a["registered_at"]),
-                "numContainers": len(a["used"]), "version": a.get("version") or "",
-                "slotStats": {"typeStats": types, "brandStats": brands},
-            })
+        agents = [agent_json(a) for a in self.master.rm.describe()]
         self.send({"agents": agents, "pagination": ser.pagination(0, 0, len(agents), len(agents))})
+
+
+class AgentHandler(DetHandler):
+    def get(self, agent_id: str) -> None:
+        found = [a for a in self.master.rm.describe() if a["id"] == agent_id]
+        if not found:
+            raise NotFound(f"agent {agent_id} is not connected; det agent list shows the agents")
+        self.send({"agent": agent_json(found[0])})
+
+
+def _admin(handler: DetHandler, what: str) -> None:
+    if not handler.user.admin:
+        raise Forbidden(f"only an admin may {what}")
+
+
+class AgentEnableHandler(DetHandler):
+    """``POST /api/v1/agents/{id}/enable|disable`` (body ``{"drain": bool}`` for disable)."""
+
+    def post(self, agent_id: str, verb: str) -> None:
+        _admin(self, f"{verb} agents")
+        body = self.body_json()
+        drain = body.get("drain", False)
+        if not isinstance(drain, bool):
+            raise InvalidRequest(f"drain must be true or false, got {drain!r}")
+        try:
+            self.master.rm.set_enabled(agent_id, verb == "enable", drain=drain)
+        except KeyError:
+            raise NotFound(f"agent {agent_id} is not connected; det agent list shows the agents") from None
+        found = [a for a in self.master.rm.describe() if a["id"] == agent_id]
+        self.send({"agent": agent_json(found[0])})
+
+
+class SlotEnableHandler(DetHandler):
+    """``POST /api/v1/agents/{id}/slots/{slot}/enable|disable``."""
+
+    def post(self, agent_id: str, slot_id: str, verb: str) -> None:
+        _admin(self, f"{verb} slots")
+        try:
+            self.master.rm.set_slot_enabled(agent_id, int(slot_id), verb == "enable")
+        except (KeyError, ValueError):
+            raise NotFound(f"agent {agent_id} has no slot {slot_id}; det slot list shows them") from None
+        self.send({})
+
+
+class TasksHandler(DetHandler):
+    """``GET /api/v1/tasks``: every live allocation, where it runs (``det slot list``,
+    ``det agent disable --drain``)."""
+
+    def get(self) -> None:
+        out = {}
+        for alloc in self.master.allocations.live_allocations():
+            devices: dict[str, Any] = {}
+            for agent, slot_ids in (alloc.placement or [[alloc.agent_id, alloc.slot_ids or []]]):
+                devices[agent] = {"devices": [{"id": i, "type": "TYPE_CPU"} for i in slot_ids]}
+            out[alloc.allocation_id] = {
+                "taskId": alloc.task_id, "allocationId": alloc.allocation_id,
+                "name": alloc.task_id, "resourcePool": alloc.resource_pool,
+                "priority": alloc.priority, "slotsNeeded": alloc.slots,
+                "registeredTime": ser.ts(alloc.submitted_at),
+                "resources": [{"allocationId": alloc.allocation_id, "containerId": alloc.allocation_id,
+                               "agentDevices": devices, "resourcesId": alloc.allocation_id,
+                               "resourcesType": "process"}],
+            }
+        self.send({"allocationIdToSummary": out})
+
+
+class SchedulerStatsHandler(DetHandler):
+    """``GET /api/v1/det-jupyter/scheduler-stats``: recent scheduling passes (BM-4, ops)."""
+
+    def get(self) -> None:
+        rm = self.master.rm
+        self.send({"passes": rm.passes, "recentPasses": [
+            {"ms": round(p.ms, 3), "pending": p.pending, "placed": p.placed} for p in rm.recent_passes
+        ]})
 
 
 class ResourcePoolsHandler(DetHandler):
     def get(self) -> None:
+        resources = self.master.resources
         agents = self.master.rm.describe()
-        pools: dict[str, dict] = {}
+        pools: dict[str, dict] = {name: {"agents": 0, "slots": 0, "used": 0} for name in resources.pools}
         for a in agents:
-            p = pools.setdefault(pool_of(a["resource_pool"]), {"agents": 0, "slots": 0, "used": 0})
+            p = pools.get(a["resource_pool"])
+            if p is None:
+                continue
             p["agents"] += 1
             p["slots"] += len(a["slots"])
             p["used"] += sum(len(v) for v in a["used"].values())
-        pools.setdefault("default", {"agents": 0, "slots": 0, "used": 0})
-        out = [{
-            "name": name, "description": "", "type": "RESOURCE_POOL_TYPE_STATIC",
-            "numAgents": p["agents"], "slotsAvailable": p["slots"], "slotsUsed": p["used"],
-            "slotType": "TYPE_CPU", "defaultComputePool": name == "default", "defaultAuxPool": name == "default",
-            "schedulerType": "SCHEDULER_TYPE_PRIORITY", "schedulerFittingPolicy": "FITTING_POLICY_BEST",
-            "clusterName": "det-jupyter", "location": "local", "imageId": "", "instanceType": "",
-            "masterUrl": self.master.settings.url, "masterCertName": "", "startupScript": "",
-            "containerStartupScript": "", "agentDockerNetwork": "", "agentDockerRuntime": "",
-            "agentDockerImage": "", "agentFluentImage": "", "maxIdleAgentPeriod": 0.0,
-            "maxAgentStartingPeriod": 0.0, "minAgents": 0, "maxAgents": 0, "preemptible": False,
-            "auxContainerCapacity": 0, "auxContainersRunning": 0, "auxContainerCapacityPerAgent": 0,
-            "details": {}, "resourceManagerMetadata": {}, "accelerator": "",
-        } for name, p in sorted(pools.items())]
+        out = []
+        for name, p in pools.items():
+            sched = resources.pools[name].scheduler
+            out.append({
+                "name": name, "description": resources.pools[name].description,
+                "type": "RESOURCE_POOL_TYPE_STATIC",
+                "numAgents": p["agents"], "slotsAvailable": p["slots"], "slotsUsed": p["used"],
+                "slotType": "TYPE_CPU", "defaultComputePool": name == resources.default_compute_pool,
+                "defaultAuxPool": name == resources.default_aux_pool,
+                "schedulerType": WIRE_SCHEDULER[sched.type],
+                "schedulerFittingPolicy": WIRE_FITTING[sched.fitting_policy],
+                "clusterName": "det-jupyter", "location": "local", "imageId": "", "instanceType": "",
+                "masterUrl": self.master.settings.url, "masterCertName": "", "startupScript": "",
+                "containerStartupScript": "", "agentDockerNetwork": "", "agentDockerRuntime": "",
+                "agentDockerImage": "", "agentFluentImage": "", "maxIdleAgentPeriod": 0.0,
+                "maxAgentStartingPeriod": 0.0, "minAgents": 0, "maxAgents": 0,
+                "preemptible": sched.preemption,
+                "auxContainerCapacity": 0, "auxContainersRunning": 0, "auxContainerCapacityPerAgent": 0,
+                "details": {"priorityScheduler": {"preemption": sched.preemption,
+                                                  "defaultPriority": sched.default_priority}}
+                if sched.type == "priority" else {},
+                "resourceManagerMetadata": {}, "accelerator": "",
+            })
         self.send({"resourcePools": out, "pagination": ser.pagination(0, 0, len(out), len(out))})

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..config import tgz_to_b64
 from ..errors import InvalidRequest, NotFound
+from ..services.job_control import QueueUpdate
 from ..services.views import ExperimentView
 from . import _serialize as ser
 from ._base import DetHandler
@@ -89,6 +90,31 @@ class ExperimentHandler(DetHandler):
     def get(self, exp_id: str) -> None:
         view = get_view(self, int(exp_id))
         self.send({"experiment": exp_json(view), "config": view.row.config, "jobSummary": job_summary(view)})
+
+    def patch(self, exp_id: str) -> None:
+        """``v1PatchExperiment``: ``resources`` (``det e set priority|weight|max-slots``)
+        changes the experiment's job; name, description, notes and labels its record."""
+        eid = int(exp_id)
+        get_view(self, eid)
+        body = self.body_json()
+        res = body.get("resources")
+        if res is not None:
+            if not isinstance(res, dict):
+                raise InvalidRequest("resources must be an object with priority, weight or maxSlots")
+            unknown = sorted(set(res) - {"priority", "weight", "maxSlots"})
+            if unknown:
+                raise InvalidRequest(f"resources: unknown field(s) {', '.join(unknown)}; "
+                                     "allowed: maxSlots, priority, weight")
+            update = QueueUpdate(
+                self.master.jobs.job_of_experiment(eid), priority=res.get("priority"),
+                weight=res.get("weight"), max_slots=res.get("maxSlots"),
+            )
+            self.master.jobs.update(self.user, [update], strict=False)
+        fields = {k: body[k] for k in ("name", "description", "notes", "labels") if k in body}
+        if fields:
+            self.master.experiments.patch(self.user, eid, **fields)
+        view = get_view(self, eid)
+        self.send({"experiment": exp_json(view)})
 
 
 class ExperimentVerbHandler(DetHandler):

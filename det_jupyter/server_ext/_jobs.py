@@ -6,6 +6,7 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from ..services import jobs
+from ..services.job_control import QueueUpdate
 from ..services.jobs import Job
 from . import _serialize as ser
 from ._base import DetHandler
@@ -53,10 +54,56 @@ class JobQueueHandler(DetHandler):
         order = self.get_query_argument("orderBy", "") or ""
         if order not in _ORDERS:
             raise InvalidRequest(f"orderBy must be one of {', '.join(_ORDERS[1:])}, got {order!r}")
+        resources = self.master.resources
+        pool = resources.pool_for(self.get_query_argument("resourcePool", "") or "", 1)
+        if pool not in resources.pools:
+            raise InvalidRequest(f"resourcePool: pool {pool!r} does not exist; the pools are "
+                                 f"{', '.join(sorted(resources.pools))}")
         page, total = jobs.queue(
             self.master.engine, self.master.views, self.master.rm.snapshot(),
-            pool=self.get_query_argument("resourcePool", "") or "",
+            pool=pool, policy=resources.pools[pool].scheduler.type,
             states=states, descending=order == "ORDER_BY_DESC", offset=offset, limit=limit,
         )
         self.send({"jobs": [{"full": job_json(j)} for j in page],
                    "pagination": ser.pagination(offset, limit, total, len(page))})
+
+
+_UPDATE_KEYS = {"jobId", "priority", "weight", "resourcePool", "aheadOf", "behindOf"}
+
+
+def parse_update(raw: Any, where: str) -> QueueUpdate:
+    """One ``v1QueueControl`` from the request body, every problem named."""
+    if not isinstance(raw, dict):
+        raise InvalidRequest(f"{where} must be an object with jobId and what to change")
+    unknown = sorted(set(raw) - _UPDATE_KEYS)
+    if unknown:
+        raise InvalidRequest(f"{where}: unknown field(s) {', '.join(unknown)}; "
+                             f"allowed: {', '.join(sorted(_UPDATE_KEYS))}")
+    job_id = raw.get("jobId")
+    if not isinstance(job_id, str) or not job_id:
+        raise InvalidRequest(f"{where}.jobId must be a job id string (det job list shows them)")
+    for key in ("resourcePool", "aheadOf", "behindOf"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise InvalidRequest(f"{where}.{key} must be a string")
+    try:
+        return QueueUpdate(
+            job_id, priority=raw.get("priority"), weight=raw.get("weight"),
+            resource_pool=raw.get("resourcePool") or None,
+            ahead_of=raw.get("aheadOf") or None, behind_of=raw.get("behindOf") or None,
+        )
+    except InvalidRequest as exc:
+        raise InvalidRequest(f"{where}: {exc}") from None
+
+
+class JobQueueUpdateHandler(DetHandler):
+    """``POST /api/v1/job-queues`` (``det job update``): all updates apply, or none."""
+
+    def post(self) -> None:
+        body = self.body_json()
+        updates = body.get("updates") if isinstance(body, dict) else None
+        if not isinstance(updates, list) or not updates:
+            raise InvalidRequest("updates must be a non-empty list of {jobId, priority | weight | "
+                                 "resourcePool | aheadOf | behindOf}")
+        parsed = [parse_update(u, f"updates[{i}]") for i, u in enumerate(updates)]
+        self.master.jobs.update(self.user, parsed)
+        self.send({})

@@ -23,6 +23,11 @@ class TaskContextHandler(DetHandler):
 
     def get(self, task_id: str) -> None:
         self.require_task(task_id)
+        if task_id.startswith("cmd-"):
+            self.master.commands.get(task_id)
+            tgz = self.master.commands.context_tgz(task_id) or b""
+            self.send({"b64Tgz": tgz_to_b64(tgz) if tgz else ""})
+            return
         exp_id = _experiment_of_task(task_id)
         self.send({"b64Tgz": tgz_to_b64(self.master.experiments.context_tgz(exp_id))})
 

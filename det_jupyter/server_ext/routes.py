@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _auth, _cluster, _experiments, _jobs, _tasks, _trials
+from . import _auth, _cluster, _commands, _experiments, _jobs, _tasks, _trials
 from ._base import NotFoundHandler
 
 _ID = r"(\d+)"
@@ -51,6 +51,16 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/checkpoints", _tasks.CheckpointsHandler),
     (r"/api/v1/checkpoints/([0-9a-fA-F-]+)", _tasks.CheckpointHandler),
     (r"/api/v1/agents", _cluster.AgentsHandler),
+    (r"/api/v1/agents/([^/]+)", _cluster.AgentHandler),
+    (r"/api/v1/agents/([^/]+)/(enable|disable)", _cluster.AgentEnableHandler),
+    (r"/api/v1/agents/([^/]+)/slots/([^/]+)/(enable|disable)", _cluster.SlotEnableHandler),
+    (r"/api/v1/tasks", _cluster.TasksHandler),
+    (r"/api/v1/det-jupyter/scheduler-stats", _cluster.SchedulerStatsHandler),
+    (r"/api/v1/job-queues", _jobs.JobQueueUpdateHandler),
+    (r"/api/v1/commands", _commands.CommandsHandler),
+    (r"/api/v1/commands/([^/]+)", _commands.CommandHandler),
+    (r"/api/v1/commands/([^/]+)/kill", _commands.CommandKillHandler),
+    (r"/api/v1/commands/([^/]+)/set_priority", _commands.CommandPriorityHandler),
     (r"/api/v1/resource-pools", _cluster.ResourcePoolsHandler),
     (r"/api/v1/job-queues-v2", _jobs.JobQueueHandler),
     (r"/api/v1/.*", NotFoundHandler),

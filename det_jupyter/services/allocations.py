@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 
+from .. import scheduler
 from ..errors import Conflict, NotFound, Unauthenticated
 from ..store import reader
 from ..store import tables as t
@@ -22,12 +23,35 @@ from ._clock import Clock
 from ._states import AllocState
 from .auth import AllocationPrincipal, AuthService, new_token, token_hash
 
+#: Each gang gets two ports from here, unique among live allocations: the torch rendezvous
+#: port on its chief and the harness collectives' port (DET_RENDEZVOUS_PORT, DET_COLLECTIVE_PORT).
+PORT_BASE = 29400
+PORT_PAIRS = 2000
+
+
+@dataclass(frozen=True)
+class Container:
+    """One agent's part of an allocation: its slots there and the address peers reach it at."""
+
+    agent_id: str
+    slot_ids: tuple[int, ...]
+    address: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Gang:
+    """Where an allocation runs: its containers in rank order (the chief first) and its ports."""
+
+    containers: tuple[Container, ...]
+    rendezvous_port: int
+    collective_port: int
+
 
 class AllocationOwner(Protocol):
     """What owns allocations of a task type (trials now; notebooks and commands later)."""
 
-    def build_spec(self, alloc: sa.Row, agent_id: str, slot_ids: list[int], token: str) -> dict:
-        """The TaskSpec (docs/internals.md) for a run of ``alloc`` on those slots."""
+    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
+        """The TaskSpecs (docs/internals.md) for a run of ``alloc``: one per container."""
 
     def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
         """React to the end of an allocation (decide restart, completion, error)."""
@@ -42,13 +66,17 @@ class Launcher(Protocol):
 
     def schedule_soon(self) -> None: ...
 
-    def released(self, allocation_id: str) -> None: ...
+    def released(self, allocation_id: str, agent_id: str | None = None) -> None: ...
 
 
 @dataclass
 class _Live:
     preempt: asyncio.Event
     kill_timer: asyncio.TimerHandle | None = None
+    # The agents whose container has not exited yet, and the first failure among those that did.
+    containers: set[str] = field(default_factory=set)
+    failure: tuple[int, str | None] | None = None
+    port: int | None = None
 
 
 class AllocationService:
@@ -76,6 +104,7 @@ class AllocationService:
         slots: int,
         priority: int,
         resource_pool: str,
+        job_id: str | None = None,
     ) -> str:
         """Insert a PENDING allocation for ``task_id`` inside the caller's transaction."""
         n = conn.execute(
@@ -91,6 +120,7 @@ class AllocationService:
                 slots=slots,
                 priority=priority,
                 resource_pool=resource_pool,
+                job_id=job_id,
                 submitted_at=self._clock.now(),
                 preempt_requested=False,
                 acked_preemption=False,
@@ -117,9 +147,12 @@ class AllocationService:
 
     # -- placement and running ----------------------------------------------------------
 
-    def assign(self, allocation_id: str, agent_id: str, slot_ids: list[int]) -> dict | None:
-        """Mark a pending allocation placed and return the spec to send, or None if gone."""
+    def assign(self, allocation_id: str, gang: list[Container]) -> list[dict] | None:
+        """Mark a pending allocation placed on ``gang`` (chief first) and return the specs to
+        send, one per container; None if it is no longer pending."""
         token = new_token()
+        chief = gang[0]
+        port = self._free_port()
         with self._engine.begin() as conn:
             updated = conn.execute(
                 sa.update(t.allocations)
@@ -129,8 +162,9 @@ class AllocationService:
                 )
                 .values(
                     state=AllocState.ASSIGNED.value,
-                    agent_id=agent_id,
-                    slot_ids=list(slot_ids),
+                    agent_id=chief.agent_id,
+                    slot_ids=list(chief.slot_ids),
+                    placement=[[c.agent_id, list(c.slot_ids)] for c in gang],
                     token_hash=token_hash(token),
                     start_time=self._clock.now(),
                 )
@@ -140,9 +174,18 @@ class AllocationService:
             alloc = conn.execute(
                 sa.select(t.allocations).where(t.allocations.c.allocation_id == allocation_id)
             ).one()
-        self._live[allocation_id] = _Live(preempt=asyncio.Event())
+        self._live[allocation_id] = _Live(
+            preempt=asyncio.Event(), containers={c.agent_id for c in gang}, port=port)
         assert self.owner is not None
-        return self.owner.build_spec(alloc, agent_id, list(slot_ids), token)
+        return self.owner.build_specs(alloc, Gang(tuple(gang), port, port + 1), token)
+
+    def _free_port(self) -> int:
+        taken = {live.port for live in self._live.values()}
+        for i in range(PORT_PAIRS):
+            port = PORT_BASE + 2 * i
+            if port not in taken:
+                return port
+        raise Conflict(f"all {PORT_PAIRS} rendezvous port pairs from {PORT_BASE} are in use")
 
     def started(self, allocation_id: str) -> None:
         with self._engine.begin() as conn:
@@ -156,8 +199,29 @@ class AllocationService:
             )
         self.on_change()
 
-    def exited(self, allocation_id: str, exit_code: int | None, reason: str | None) -> None:
-        """The allocation's processes are gone (or it never started): finish it."""
+    def exited(
+        self, allocation_id: str, exit_code: int | None, reason: str | None,
+        agent_id: str | None = None,
+    ) -> None:
+        """The allocation's processes on ``agent_id`` are gone (None: all of them, or it never
+        started). Once every container has exited, finish it: the first failure is its exit
+        (a failed container gets the others killed)."""
+        live = self._live.get(allocation_id)
+        if live is not None and agent_id is not None and len(live.containers) > 1:
+            if agent_id not in live.containers:
+                return  # a repeated exit frame
+            live.containers.discard(agent_id)
+            if self.launcher is not None:
+                self.launcher.released(allocation_id, agent_id)
+            if exit_code != 0 and live.failure is None:
+                live.failure = (exit_code if exit_code is not None else -1,
+                                f"{reason or 'exited'} (on agent {agent_id})")
+                for other in live.containers:
+                    if self.launcher is not None:
+                        self.launcher.kill(other, allocation_id)
+            return
+        if live is not None and live.failure is not None:
+            exit_code, reason = live.failure
         with self._engine.begin() as conn:
             alloc = conn.execute(
                 sa.select(t.allocations).where(t.allocations.c.allocation_id == allocation_id)
@@ -229,7 +293,8 @@ class AllocationService:
                 .values(state=AllocState.TERMINATING.value)
             )
         assert self.launcher is not None
-        self.launcher.kill(alloc.agent_id, allocation_id)
+        for agent_id in _agents_of(alloc):
+            self.launcher.kill(agent_id, allocation_id)
 
     # -- the task's own calls -----------------------------------------------------------
 
@@ -246,11 +311,12 @@ class AllocationService:
                     t.allocations.c.trial_id,
                     t.allocations.c.state,
                     t.trials.c.experiment_id,
-                    t.experiments.c.owner_id,
+                    sa.func.coalesce(t.experiments.c.owner_id, t.commands.c.owner_id).label("owner_id"),
                 )
                 .select_from(t.allocations)
                 .join(t.trials, t.trials.c.id == t.allocations.c.trial_id, isouter=True)
                 .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id, isouter=True)
+                .join(t.commands, t.commands.c.task_id == t.allocations.c.task_id, isouter=True)
                 .where(t.allocations.c.token_hash == key)
             ).first()
         if row is None or row.state == AllocState.TERMINATED.value:
@@ -298,11 +364,57 @@ class AllocationService:
                 conn.execute(
                     sa.select(t.allocations).where(
                         t.allocations.c.state.in_(
-                            [AllocState.ASSIGNED.value, AllocState.RUNNING.value, AllocState.TERMINATING.value]
+                            list(LIVE_STATES)
                         )
                     )
                 )
             )
+
+    def live_on(self, agent_id: str) -> dict[str, list[int]]:
+        """The live allocations with a container on ``agent_id``, and their slots there."""
+        out: dict[str, list[int]] = {}
+        for alloc in self.live_allocations():
+            for agent, slot_ids in _placement(alloc):
+                if agent == agent_id:
+                    out[alloc.allocation_id] = list(slot_ids)
+        return out
+
+    def scheduler_view(self) -> tuple[list[scheduler.Request], list[scheduler.Running]]:
+        """Pending and slot-holding allocations as the scheduler sees them (one query): each
+        with its job's priority, weight, max_slots and queue position."""
+        a, j = t.allocations, t.jobs
+        q = (
+            sa.select(
+                a.c.allocation_id, a.c.state, a.c.slots, a.c.priority, a.c.resource_pool,
+                a.c.submitted_at, a.c.job_id, a.c.trial_id, a.c.agent_id, a.c.slot_ids,
+                a.c.placement, a.c.preempt_requested,
+                j.c.priority.label("job_priority"), j.c.weight, j.c.max_slots, j.c.queue_position,
+            )
+            .select_from(a.outerjoin(j, j.c.job_id == a.c.job_id))
+            .where(a.c.state.in_([AllocState.PENDING.value, *LIVE_STATES]))
+        )
+        pending: list[scheduler.Request] = []
+        running: list[scheduler.Running] = []
+        with self._reader.connect() as conn:
+            rows = conn.execute(q).all()
+        for r in rows:
+            priority = r.job_priority if r.job_priority is not None else r.priority
+            position = r.queue_position if r.queue_position is not None else r.submitted_at
+            weight = r.weight or 1.0
+            if r.state == AllocState.PENDING.value:
+                pending.append(scheduler.Request(
+                    r.allocation_id, r.slots, priority, position, r.resource_pool,
+                    job_id=r.job_id or "", weight=weight, preemptible=r.trial_id is not None,
+                    max_slots=r.max_slots,
+                ))
+            else:
+                running.append(scheduler.Running(
+                    r.allocation_id, r.job_id or "",
+                    tuple(scheduler.Placement(agent, tuple(ids)) for agent, ids in _placement(r)),
+                    priority, position, r.resource_pool, weight=weight,
+                    preemptible=r.trial_id is not None, preempting=bool(r.preempt_requested),
+                ))
+        return pending, running
 
     def recover(self) -> list[sa.Row]:
         """After a master restart: every allocation that was placed died with the old master
@@ -330,3 +442,19 @@ class AllocationService:
                 ended.append(row)
         return ended
 
+
+
+LIVE_STATES = (AllocState.ASSIGNED.value, AllocState.RUNNING.value, AllocState.TERMINATING.value)
+
+
+def _placement(alloc: Any) -> list[tuple[str, list[int]]]:
+    """Every container's agent and slots (older rows have only agent_id and slot_ids)."""
+    if alloc.placement:
+        return [(str(agent), [int(i) for i in ids]) for agent, ids in alloc.placement]
+    if alloc.agent_id:
+        return [(alloc.agent_id, list(alloc.slot_ids or []))]
+    return []
+
+
+def _agents_of(alloc: Any) -> list[str]:
+    return [agent for agent, _ in _placement(alloc)]

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from .. import config as expconf
 from .. import searcher as search
-from ..errors import Conflict, InvalidConfig, NotFound
+from ..errors import Conflict, Forbidden, InvalidConfig, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
@@ -34,6 +34,7 @@ class ExperimentService:
         self._defaults = defaults
         self._log = SearcherLog()
         self.trials: Any = None  # TrialService, wired by the Master
+        self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
         self.on_change: Callable[[], None] = lambda: None
 
     # -- create -------------------------------------------------------------------------
@@ -62,6 +63,7 @@ class ExperimentService:
             searcher = search.make_searcher(config["searcher"], config["hyperparameters"], seed)
         except ValueError as exc:
             raise InvalidConfig(f"searcher: {exc}", field="searcher") from exc
+        job = self._job_values(config)
         now = self._clock.now()
         with self._engine.begin() as conn:
             project = project_id if project_id is not None else 1
@@ -77,7 +79,7 @@ class ExperimentService:
                     notes="",
                     owner_id=user.id,
                     project_id=project,
-                    job_id=str(uuid.uuid4()),
+                    job_id=(job_id := str(uuid.uuid4())),
                     config=config,
                     original_config=config_text,
                     searcher_type=config["searcher"]["name"],
@@ -91,6 +93,10 @@ class ExperimentService:
                 .returning(t.experiments.c.id)
             ).scalar_one()
             conn.execute(sa.insert(t.experiment_contexts).values(experiment_id=exp_id, tgz=tgz))
+            conn.execute(sa.insert(t.jobs).values(
+                job_id=job_id, job_type="EXPERIMENT", owner_id=user.id,
+                queue_position=now, submitted_at=now, **job,
+            ))
             self._log.put(exp_id, searcher)
             if activate:
                 self._start_searcher(conn, exp_id)
@@ -99,6 +105,47 @@ class ExperimentService:
         self.trials.flush()
         self.on_change()
         return self.get(exp_id), config
+
+    def _job_values(self, config: dict) -> dict[str, Any]:
+        """The experiment's job settings from ``resources``, its pool checked to exist."""
+        res = config.get("resources") or {}
+        pool = res.get("resource_pool") or ""
+        default_priority = 42
+        if self.resources is not None:
+            try:
+                self.resources.check_pool(pool)
+            except ValueError as exc:
+                raise InvalidConfig(str(exc), field="resources.resource_pool") from exc
+            slots = int(res.get("slots_per_trial", 1))
+            default_priority = self.resources.pools[
+                self.resources.pool_for(pool, slots)].scheduler.default_priority
+        return {
+            "priority": int(res.get("priority") or default_priority),
+            "weight": float(res.get("weight") or 1.0),
+            "max_slots": res.get("max_slots"),
+            "resource_pool": pool,
+        }
+
+    def patch(self, user: User, exp_id: int, **fields: Any) -> None:
+        """Change the experiment's name, description, notes or labels (owner or admin)."""
+        exp = self.get(exp_id)
+        if not user.admin and exp.owner_id != user.id:
+            raise Forbidden(f"only the owner of experiment {exp_id} or an admin may change it")
+        values: dict[str, Any] = {}
+        for key in ("name", "description", "notes"):
+            if key in fields:
+                if not isinstance(fields[key], str) or (key == "name" and not fields[key].strip()):
+                    raise InvalidRequest(f"{key} must be a {'non-empty ' if key == 'name' else ''}string")
+                values[key] = fields[key]
+        if "labels" in fields:
+            labels = fields["labels"]
+            if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+                raise InvalidRequest("labels must be a list of strings")
+            values["labels"] = labels
+        if values:
+            with self._engine.begin() as conn:
+                conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(**values))
+            self.on_change()
 
     # -- reads --------------------------------------------------------------------------
 

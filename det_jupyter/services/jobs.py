@@ -9,7 +9,6 @@ the queue explains exactly what the next pass will see. Nothing here writes stat
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,9 +24,8 @@ from .views import Views
 QUEUED = "STATE_QUEUED"
 SCHEDULED = "STATE_SCHEDULED"
 
-# AgentRM places with ``scheduler.schedule``: one agent per request, never a gang across
-# agents, so a wait reason must judge a request's size the same way.
-SPANS_AGENTS = False
+# The policies place a gang across agents when no single agent of its pool could hold it.
+SPANS_AGENTS = True
 
 
 @dataclass(frozen=True)
@@ -54,11 +52,13 @@ class Job:
 
 @dataclass
 class _Holdings:
-    """What one experiment's unfinished allocations ask for and hold."""
+    """What one experiment's unfinished allocations ask for and hold, and its job's settings."""
 
     workspace_id: int
     pool: str
     priority: int
+    weight: float
+    position: float
     requested: int = 0
     allocated: int = 0
     pending: list[str] = field(default_factory=list)
@@ -74,6 +74,7 @@ def queue(
     descending: bool = False,
     offset: int = 0,
     limit: int = 0,
+    policy: str = "priority",
 ) -> tuple[list[Job], int]:
     """One page of ``pool``'s queue ("" = the default pool) and how many jobs match.
 
@@ -84,7 +85,7 @@ def queue(
     wanted = scheduler.pool_of(pool)
     holdings = {exp_id: h for exp_id, h in holdings.items() if h.pool == wanted}
     exp_views, _ = views.experiments(ids=list(holdings)) if holdings else ([], 0)
-    jobs = _ordered_jobs(exp_views, holdings, snapshot)
+    jobs = _ordered_jobs(exp_views, holdings, snapshot, policy)
     if states:
         jobs = [j for j in jobs if j.state in states]
     if descending:
@@ -100,20 +101,23 @@ def _holdings(engine: sa.Engine) -> dict[int, _Holdings]:
             t.allocations.c.allocation_id, t.allocations.c.state, t.allocations.c.slots,
             t.allocations.c.priority, t.allocations.c.resource_pool,
             t.trials.c.experiment_id, t.projects.c.workspace_id,
+            t.jobs.c.priority.label("job_priority"), t.jobs.c.weight, t.jobs.c.queue_position,
         )
         .join(t.trials, t.trials.c.id == t.allocations.c.trial_id)
         .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
         .join(t.projects, t.projects.c.id == t.experiments.c.project_id)
+        .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
         .where(t.allocations.c.state != AllocState.TERMINATED.value)
     )
     out: dict[int, _Holdings] = {}
     with reader(engine).connect() as conn:
         for a in conn.execute(q):
+            priority = a.job_priority if a.job_priority is not None else a.priority
             h = out.setdefault(
                 a.experiment_id,
-                _Holdings(a.workspace_id, scheduler.pool_of(a.resource_pool), a.priority),
+                _Holdings(a.workspace_id, scheduler.pool_of(a.resource_pool), priority,
+                          a.weight or 1.0, a.queue_position or 0.0),
             )
-            h.priority = min(h.priority, a.priority)
             h.requested += a.slots
             if a.state in LIVE_ALLOC:
                 h.allocated += a.slots
@@ -123,15 +127,14 @@ def _holdings(engine: sa.Engine) -> dict[int, _Holdings]:
 
 
 def _ordered_jobs(
-    exp_views: Iterable[Any], holdings: dict[int, _Holdings], snapshot: scheduler.Snapshot
+    exp_views: Iterable[Any], holdings: dict[int, _Holdings], snapshot: scheduler.Snapshot,
+    policy: str,
 ) -> list[Job]:
     """The jobs of one pool in queue order, each with its place and, if queued, its reason."""
     rows = sorted(
         ((v, holdings[v.row.id]) for v in exp_views),
-        key=lambda vh: (vh[1].priority, vh[0].row.start_time, vh[0].row.job_id),
+        key=lambda vh: (vh[1].priority, vh[1].position or vh[0].row.start_time, vh[0].row.job_id),
     )
-    job_of = {alloc_id: v.row.job_id for v, h in rows for alloc_id in h.pending}
-    snap = _with_jobs(snapshot, job_of)
     jobs = []
     for ahead, (v, h) in enumerate(rows):
         queued = h.allocated == 0
@@ -145,30 +148,21 @@ def _ordered_jobs(
             submitted_at=v.row.start_time,
             resource_pool=h.pool,
             priority=h.priority,
-            weight=float((v.row.config.get("resources") or {}).get("weight") or 1.0),
+            weight=h.weight,
             requested_slots=h.requested,
             allocated_slots=h.allocated,
             progress=float(v.progress or 0.0),
             state=QUEUED if queued else SCHEDULED,
             jobs_ahead=ahead,
-            wait_reason=_reason(snap, v.row.job_id) if queued else None,
+            wait_reason=_reason(snapshot, v.row.job_id, policy) if queued else None,
         ))
     return jobs
 
 
-def _with_jobs(snapshot: scheduler.Snapshot, job_of: dict[str, str]) -> scheduler.Snapshot:
-    """The snapshot with each pending request tagged with its experiment's job, so reasons
-    name jobs ("behind job …") rather than allocations."""
-    pending = tuple(
-        dataclasses.replace(r, job_id=job_of.get(r.allocation_id, r.job_id)) for r in snapshot.pending
-    )
-    return dataclasses.replace(snapshot, pending=pending)
-
-
-def _reason(snap: scheduler.Snapshot, job_id: str) -> str | None:
+def _reason(snap: scheduler.Snapshot, job_id: str, policy: str) -> str | None:
     """Why the job's first waiting request (in queue order) waits; None if the snapshot,
     taken a moment apart, holds none of its requests."""
     mine = sorted((r for r in snap.pending if r.job_id == job_id), key=scheduler.queue_key)
     if not mine:
         return None
-    return scheduler.wait_reason(snap, mine[0], span_agents=SPANS_AGENTS)
+    return scheduler.wait_reason(snap, mine[0], policy=policy, span_agents=SPANS_AGENTS)

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from .. import config as expconf
 from ..rm.agents import AgentRM
+from ..rm.config import ResourceConfig, parse_resources
 from ..store import make_engine, migrate
 from ..store import tables as t
 from ._clock import Clock
@@ -20,7 +21,9 @@ from ._searcher_log import SearcherEvent
 from .allocations import AllocationService
 from .auth import AuthService
 from .checkpoints import CheckpointService
+from .commands import CommandService, OwnerRouter
 from .experiments import ExperimentService
+from .job_control import JobControl
 from .logs import LogService
 from .metrics import MetricService
 from .trials import MasterIdentity, TrialService
@@ -41,6 +44,7 @@ class MasterSettings:
     preemption_timeout_s: float = 3600.0
     agent_reconnect_wait_s: float = 25.0
     checkpoint_dir: str | None = None
+    resources: ResourceConfig | None = None  # pools and schedulers (default: one priority pool)
 
 
 class Master:
@@ -75,8 +79,18 @@ class Master:
         self.trials.experiments = self.experiments
         self.searcher_batch = SearcherBatcher(self.experiments.searcher_events)
         self.trials.searcher_batch = self.searcher_batch  # trial exits join the same groups
-        self.rm = AgentRM(self.allocations, self.logs, self.clock, reconnect_wait_s=settings.agent_reconnect_wait_s)
-        self.allocations.owner = self.trials
+        self.resources = settings.resources or parse_resources(None)
+        self.experiments.resources = self.resources
+        self.trials.resources = self.resources
+        self.rm = AgentRM(
+            self.allocations, self.logs, self.clock, resources=self.resources,
+            reconnect_wait_s=settings.agent_reconnect_wait_s,
+            preemption_timeout_s=settings.preemption_timeout_s,
+        )
+        self.jobs = JobControl(self.engine, self.resources, self.rm.schedule_soon)
+        self.commands = CommandService(self.engine, self.clock, self.allocations, self.identity)
+        self.commands.resources = self.resources
+        self.allocations.owner = OwnerRouter(self.trials, self.commands)
         self.allocations.launcher = self.rm
 
     def _cluster_id(self) -> str:
@@ -103,6 +117,9 @@ class Master:
         """Recover from the last run. Call from the event loop, before serving."""
         ended = self.allocations.recover()
         for alloc in ended:
+            if alloc.trial_id is None:
+                self.commands.allocation_exited(alloc, None, "the master restarted while it ran")
+                continue
             if alloc.task_id:
                 self.logs.append_system(
                     task_id=alloc.task_id, allocation_id=alloc.allocation_id, trial_id=alloc.trial_id,
@@ -121,6 +138,7 @@ class Master:
         self.settings = dataclasses.replace(self.settings, url=url)
         self.identity = dataclasses.replace(self.identity, url=url)
         self.trials._identity = self.identity
+        self.commands.identity = self.identity
 
     def report_metrics(self, trial_id: int, run_id: int | None, reports: list) -> None:
         """Store a trial's reports; feed new validation metrics to its searcher.

@@ -26,7 +26,7 @@ from ..store import tables as t
 from ._clock import Clock
 from ._searcher_log import SearcherEvent
 from ._states import STOPPING, STOPPING_END, TERMINAL, AllocState, State
-from .allocations import AllocationService
+from .allocations import AllocationService, Gang
 from .cluster_info import build_info_files
 from .metrics import recompute_summary
 
@@ -57,6 +57,7 @@ class TrialService:
         self._context_digests: dict[int, str | None] = {}
         self.experiments: Any = None  # ExperimentService, wired by the Master
         self.searcher_batch: Any = None  # SearcherBatcher, wired by the Master
+        self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
 
     # -- effects that must wait for the caller's transaction to commit ------------------
 
@@ -94,15 +95,26 @@ class TrialService:
         return trial_id
 
     def _request(self, conn: sa.Connection, trial_id: int, config: dict) -> None:
-        task_id = conn.execute(sa.select(t.trials.c.task_id).where(t.trials.c.id == trial_id)).scalar_one()
+        row = conn.execute(
+            sa.select(t.trials.c.task_id, t.experiments.c.job_id, t.jobs.c.priority, t.jobs.c.resource_pool)
+            .select_from(t.trials)
+            .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
+            .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
+            .where(t.trials.c.id == trial_id)
+        ).one()
         res = config.get("resources", {})
+        slots = int(res.get("slots_per_trial", 1))
+        pool = row.resource_pool if row.resource_pool is not None else (res.get("resource_pool") or "")
+        if self.resources is not None:
+            pool = self.resources.pool_for(pool, slots)
         self._allocs.request(
             conn,
-            task_id=task_id,
+            task_id=row.task_id,
             trial_id=trial_id,
-            slots=int(res.get("slots_per_trial", 1)),
-            priority=int(res.get("priority") or DEFAULT_PRIORITY),
-            resource_pool=res.get("resource_pool") or "",
+            slots=slots,
+            priority=row.priority if row.priority is not None else int(res.get("priority") or DEFAULT_PRIORITY),
+            resource_pool=pool,
+            job_id=row.job_id,
         )
         if self._allocs.launcher is not None:
             self._deferred.append(self._allocs.launcher.schedule_soon)
@@ -198,8 +210,9 @@ class TrialService:
 
     # -- running ------------------------------------------------------------------------
 
-    def build_spec(self, alloc: sa.Row, agent_id: str, slot_ids: list[int], token: str) -> dict:
-        """Start a new run of the trial: rewind metrics past its checkpoint, build the spec."""
+    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
+        """Start a new run of the trial: rewind metrics past its checkpoint, build one spec per
+        container of its gang."""
         with self._engine.begin() as conn:
             trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == alloc.trial_id)).one()
             exp = conn.execute(sa.select(t.experiments).where(t.experiments.c.id == trial.experiment_id)).one()
@@ -227,10 +240,13 @@ class TrialService:
                 sa.update(t.allocations).where(t.allocations.c.allocation_id == alloc.allocation_id).values(run_id=run_id)
             )
             digest = self._context_digest(conn, exp.id)
-        spec = self._spec(alloc, trial, exp, owner, run_id, ckpt_steps, agent_id, slot_ids, token)
-        if digest:
-            spec["context_digest"] = digest
-        return spec
+        specs = []
+        for rank in range(len(gang.containers)):
+            spec = self._spec(alloc, trial, exp, owner, run_id, ckpt_steps, gang, rank, token)
+            if digest:
+                spec["context_digest"] = digest
+            specs.append(spec)
+        return specs
 
     def _context_digest(self, conn: sa.Connection, exp_id: int) -> str | None:
         """``sha256:<hex>`` of the experiment's context archive (immutable, so hashed once per
@@ -244,9 +260,13 @@ class TrialService:
 
     def _spec(
         self, alloc: Any, trial: Any, exp: Any, owner: str, run_id: int, steps: int,
-        agent_id: str, slot_ids: list[int], token: str,
+        gang: Gang, rank: int, token: str,
     ) -> dict:
         cfg = exp.config
+        me = gang.containers[rank]
+        agent_id, slot_ids = me.agent_id, list(me.slot_ids)
+        addrs = [c.address for c in gang.containers]
+        counts = [len(c.slot_ids) for c in gang.containers]
         ident = self._identity
         host_port = ident.url.split("://", 1)[-1].rstrip("/")
         host, _, port = host_port.rpartition(":")
@@ -275,6 +295,13 @@ class TrialService:
             "DET_STEPS_COMPLETED": str(steps),
             "DET_USE_TLS": "false",
             "DET_TASK_LOGGING_METADATA": json.dumps({"task_id": trial.task_id, "allocation_id": alloc.allocation_id}),
+            # The gang (harness launcher and collectives, docs/internals.md "Distributed trials").
+            "DET_CONTAINER_RANK": str(rank),
+            "DET_CONTAINER_ADDRS": json.dumps(addrs),
+            "DET_CONTAINER_SLOT_COUNTS": json.dumps(counts),
+            "DET_RENDEZVOUS_PORT": str(gang.rendezvous_port),
+            "DET_COLLECTIVE_PORT": str(gang.collective_port),
+            "DET_CHIEF_IP": addrs[0],
         }
         if trial.latest_checkpoint:
             env["DET_LATEST_CHECKPOINT"] = trial.latest_checkpoint
@@ -306,9 +333,9 @@ class TrialService:
                 "debug": bool(cfg.get("debug")),
                 "inter_node_network_interface": None,
             },
-            container_addrs=["127.0.0.1"],
-            container_rank=0,
-            container_slot_counts=[len(slot_ids)],
+            container_addrs=addrs,
+            container_rank=rank,
+            container_slot_counts=counts,
             gpu_uuids=[],
         )
         return {

@@ -43,9 +43,38 @@ def _v2_chart_levels(conn: sa.Connection) -> None:
     t.CHART_INDEXES[conn.dialect.name].create(conn)
 
 
+def _v3_jobs(conn: sa.Connection) -> None:
+    """The jobs table (one per experiment, filled from their configs), commands, allocations'
+    job and gang placement, and an index on allocation state for the scheduler's reads."""
+    if "jobs" in sa.inspect(conn).get_table_names():
+        return
+    json_type = t.allocations.c.placement.type.compile(dialect=conn.dialect)
+    conn.execute(sa.text("ALTER TABLE allocations ADD COLUMN job_id VARCHAR(64)"))
+    conn.execute(sa.text(f"ALTER TABLE allocations ADD COLUMN placement {json_type}"))
+    next(ix for ix in t.allocations.indexes if ix.name == "ix_allocations_state").create(conn)
+    t.jobs.create(conn)
+    t.commands.create(conn)
+    for exp in conn.execute(sa.select(
+        t.experiments.c.id, t.experiments.c.job_id, t.experiments.c.owner_id,
+        t.experiments.c.config, t.experiments.c.start_time,
+    )):
+        res = (exp.config or {}).get("resources") or {}
+        conn.execute(sa.insert(t.jobs).values(
+            job_id=exp.job_id, job_type="EXPERIMENT", owner_id=exp.owner_id,
+            priority=int(res.get("priority") or 42), weight=float(res.get("weight") or 1.0),
+            max_slots=res.get("max_slots"), resource_pool=res.get("resource_pool") or "",
+            queue_position=exp.start_time, submitted_at=exp.start_time,
+        ))
+        conn.execute(sa.text(
+            "UPDATE allocations SET job_id = :job WHERE trial_id IN "
+            "(SELECT id FROM trials WHERE experiment_id = :exp)"
+        ), {"job": exp.job_id, "exp": exp.id})
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
+    (3, _v3_jobs),
 ]
 
 

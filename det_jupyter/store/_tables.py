@@ -174,6 +174,44 @@ allocations = sa.Table(
     sa.Column("submitted_at", sa.Float, nullable=False),
     sa.Column("start_time", sa.Float),
     sa.Column("end_time", sa.Float),
+    # Migration 3: the job it belongs to, and every agent's share of a gang
+    # ([[agent_id, [slot ids]], ...], chief first; agent_id/slot_ids repeat the chief's).
+    sa.Column("job_id", sa.String(64)),
+    sa.Column("placement", JSON),
+    sa.Index("ix_allocations_state", "state"),
+)
+
+# A command (``det cmd run``): one process on the cluster, its context, how it ended.
+commands = sa.Table(
+    "commands",
+    metadata,
+    sa.Column("task_id", sa.String(64), primary_key=True),
+    sa.Column("job_id", sa.String(64), nullable=False, unique=True),
+    sa.Column("owner_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("config", JSON, nullable=False),
+    sa.Column("context", sa.LargeBinary),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("exit_reason", sa.Text),
+    sa.Column("start_time", sa.Float, nullable=False),
+    sa.Column("end_time", sa.Float),
+)
+
+# A job: what the queue orders and an admin edits (an experiment now; notebooks and commands
+# later). ``queue_position`` orders jobs of equal priority (the submission time until a job is
+# moved ahead of or behind another).
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("job_id", sa.String(64), primary_key=True),
+    sa.Column("job_type", sa.String(32), nullable=False),
+    sa.Column("owner_id", sa.Integer, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("weight", sa.Float, nullable=False),
+    sa.Column("max_slots", sa.Integer),
+    sa.Column("resource_pool", sa.String(255), nullable=False, default=""),
+    sa.Column("queue_position", sa.Float, nullable=False),
+    sa.Column("submitted_at", sa.Float, nullable=False),
 )
 
 metrics = sa.Table(

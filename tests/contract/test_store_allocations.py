@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict, Unauthenticated
 from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.allocations import AllocationService
+from det_jupyter.services.allocations import AllocationService, Container, Gang
 from det_jupyter.services.auth import AuthService, token_hash
 from det_jupyter.store import tables as t
 
@@ -20,8 +20,10 @@ class RecordingOwner:
     def __init__(self) -> None:
         self.exits: list[tuple[str, int | None, str | None]] = []
 
-    def build_spec(self, alloc: sa.Row, agent_id: str, slot_ids: list[int], token: str) -> dict:
-        return {"allocation_id": alloc.allocation_id, "agent_id": agent_id, "token": token}
+    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
+        return [{"allocation_id": alloc.allocation_id, "agent_id": c.agent_id, "rank": rank,
+                 "token": token, "port": gang.rendezvous_port}
+                for rank, c in enumerate(gang.containers)]
 
     def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
         self.exits.append((alloc.allocation_id, exit_code, reason))
@@ -49,11 +51,11 @@ def request(engine: sa.Engine, allocs: AllocationService, task_id: str, trial_id
 
 def place(allocs: AllocationService, allocation_id: str, *, running: bool = True) -> str:
     """Assign (and start) a pending allocation; returns its token."""
-    spec = allocs.assign(allocation_id, "agent-1", [0])
-    assert spec is not None
+    specs = allocs.assign(allocation_id, [Container("agent-1", (0,))])
+    assert specs is not None
     if running:
         allocs.started(allocation_id)
-    return spec["token"]
+    return specs[0]["token"]
 
 
 def test_request_creates_pending_rows_with_increasing_ids(
@@ -79,11 +81,11 @@ def test_request_is_part_of_the_callers_transaction(allocs: AllocationService, e
 
 def test_assign_then_start(allocs: AllocationService, engine: sa.Engine) -> None:
     alloc_id = request(engine, allocs, "task-a")
-    spec = allocs.assign(alloc_id, "agent-1", [0, 1])
-    assert spec is not None and spec["token"]
+    specs = allocs.assign(alloc_id, [Container("agent-1", (0, 1))])
+    assert specs is not None and specs[0]["token"]
     row = allocs.get(alloc_id)
     assert (row.state, row.agent_id, row.slot_ids) == ("ASSIGNED", "agent-1", [0, 1])
-    assert allocs.assign(alloc_id, "agent-2", [0]) is None  # placed once only
+    assert allocs.assign(alloc_id, [Container("agent-2", (0,))]) is None  # placed once only
     allocs.started(alloc_id)
     assert allocs.get(alloc_id).state == "RUNNING"
     assert [r.allocation_id for r in allocs.live_allocations()] == [alloc_id]
@@ -167,3 +169,60 @@ def test_recover_ends_placed_allocations_and_keeps_pending_ones(
             allocs.principal_for_token(token)
     assert allocs.live_allocations() == []
     assert allocs.recover() == []  # a second restart has nothing left to end
+
+
+class RecordingLauncher:
+    """A launcher that records kills and releases (the resource manager's side)."""
+
+    def __init__(self) -> None:
+        self.kills: list[tuple[str, str]] = []
+        self.releases: list[tuple[str, str | None]] = []
+
+    def start(self, agent_id: str, allocation_id: str, spec: dict) -> None:
+        pass
+
+    def kill(self, agent_id: str, allocation_id: str) -> None:
+        self.kills.append((agent_id, allocation_id))
+
+    def schedule_soon(self) -> None:
+        pass
+
+    def released(self, allocation_id: str, agent_id: str | None = None) -> None:
+        self.releases.append((allocation_id, agent_id))
+
+
+def test_a_gang_gets_one_spec_per_container_and_distinct_ports(
+    allocs: AllocationService, engine: sa.Engine
+) -> None:
+    first, second = request(engine, allocs, "task-a"), request(engine, allocs, "task-b")
+    specs = allocs.assign(first, [Container("agent-1", (0, 1), "10.0.0.1"), Container("agent-2", (3,), "10.0.0.2")])
+    assert specs is not None
+    assert [(s["agent_id"], s["rank"]) for s in specs] == [("agent-1", 0), ("agent-2", 1)]
+    row = allocs.get(first)
+    assert (row.agent_id, row.slot_ids, row.placement) == ("agent-1", [0, 1], [["agent-1", [0, 1]], ["agent-2", [3]]])
+    assert sorted(allocs.live_on("agent-2")) == [first]
+    other = allocs.assign(second, [Container("agent-1", (2,))])
+    assert other is not None and other[0]["port"] != specs[0]["port"]
+
+
+def test_a_gang_ends_when_every_container_exited_and_a_failure_kills_the_rest(
+    allocs: AllocationService, engine: sa.Engine, owner: RecordingOwner
+) -> None:
+    launcher = RecordingLauncher()
+    allocs.launcher = launcher
+    alloc_id = request(engine, allocs, "task-a")
+    gang = [Container("agent-1", (0,)), Container("agent-2", (0,)), Container("agent-3", (0,))]
+    assert allocs.assign(alloc_id, gang) is not None
+    allocs.started(alloc_id)
+    allocs.exited(alloc_id, 0, None, agent_id="agent-3")
+    assert allocs.get(alloc_id).state == "RUNNING" and launcher.kills == []
+    allocs.exited(alloc_id, 2, "worker crashed", agent_id="agent-2")
+    assert launcher.kills == [("agent-1", alloc_id)]  # the failure stops the survivors
+    assert allocs.get(alloc_id).state == "RUNNING"
+    allocs.exited(alloc_id, 2, "worker crashed", agent_id="agent-2")  # a repeated frame
+    allocs.exited(alloc_id, -9, "killed", agent_id="agent-1")
+    row = allocs.get(alloc_id)
+    assert (row.state, row.exit_code) == ("TERMINATED", 2)
+    assert "agent-2" in row.exit_reason
+    assert owner.exits == [(alloc_id, 2, row.exit_reason)]
+    assert ("agent-3" in {a for _, a in launcher.releases})

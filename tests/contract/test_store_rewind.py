@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict
 from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.allocations import AllocationService
+from det_jupyter.services.allocations import AllocationService, Container
 from det_jupyter.services.auth import AuthService
 from det_jupyter.services.checkpoints import CheckpointService
 from det_jupyter.services.metrics import MetricService, Report
@@ -45,8 +45,10 @@ def rewound(engine: sa.Engine, clock: FakeClock) -> tuple[MetricService, int]:
     with engine.begin() as conn:
         alloc_id = allocs.request(conn, task_id=task_id, trial_id=trial_id, slots=1, priority=42,
                                   resource_pool="default")
-    spec = allocs.assign(alloc_id, "agent-1", [0])
-    assert spec is not None and spec["env"]["DET_TRIAL_RUN_ID"] == "2"
+    specs = allocs.assign(alloc_id, [Container("agent-1", (0,))])
+    assert specs is not None
+    spec = specs[0]
+    assert spec["env"]["DET_TRIAL_RUN_ID"] == "2"
     assert spec["env"]["DET_LATEST_CHECKPOINT"] == "ckpt-2"
     return metrics, trial_id
 

@@ -189,3 +189,16 @@ def test_pools_are_scheduled_independently() -> None:
         (run("notebook", {"g": (0,)}, resource_pool="gpu"),),
     )
     assert schedule_priority(snap, 0).assignments == {"cpu": (Placement("c", (0,)),)}
+
+
+def test_a_job_never_preempts_its_own_allocations() -> None:
+    """A trial of a search queued again after a preemption shares its job's place in the queue:
+    it must not preempt its siblings (ids sorting after it) to get back in."""
+    snap = Snapshot(
+        (req("exp.a.2", 1, 2, at=1, job_id="exp", preemptible=True),),
+        (agent("a", 2, used=(0, 1)),),
+        (run("exp.b.1", {"a": (0,)}, 2, at=1, preemptible=True, job_id="exp"),
+         run("other", {"a": (1,)}, 2, at=0, preemptible=True)),
+    )
+    decisions = schedule_priority(snap, 0, preemption=True)
+    assert decisions.preemptions == () and decisions.assignments == {}

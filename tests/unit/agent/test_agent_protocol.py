@@ -34,7 +34,9 @@ def test_bad_master_urls(master: str) -> None:
 
 
 def test_frames() -> None:
-    hello = proto.hello("a1", "", [Slot(0, "cuda", "H100", "GPU-x")], ["1.a.1"], "0.1.0")
+    hello = proto.hello(
+        "a1", "", [Slot(0, "cuda", "H100", "GPU-x")], ["1.a.1"], "0.1.0", "10.0.0.7"
+    )
     assert hello == {
         "type": "hello",
         "agent_id": "a1",
@@ -42,6 +44,7 @@ def test_frames() -> None:
         "slots": [{"id": 0, "type": "cuda", "name": "H100", "uuid": "GPU-x"}],
         "running": ["1.a.1"],
         "version": "0.1.0",
+        "address": "10.0.0.7",
     }
     assert proto.task_started("1.a.1", 42) == {
         "type": "task_started",

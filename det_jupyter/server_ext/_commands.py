@@ -1,0 +1,75 @@
+"""/api/v1/commands: ``det cmd run|list|kill|set priority`` (a task that runs one process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidRequest
+from ..services.job_control import QueueUpdate
+from . import _serialize as ser
+from ._base import DetHandler
+
+# allocation state -> taskv1State
+_TASK_STATE = {
+    "PENDING": "STATE_QUEUED", "ASSIGNED": "STATE_STARTING", "RUNNING": "STATE_RUNNING",
+    "TERMINATING": "STATE_TERMINATING", "TERMINATED": "STATE_TERMINATED",
+}
+
+
+def command_json(row: Any) -> dict[str, Any]:
+    """A ``v1Command``."""
+    out: dict[str, Any] = {
+        "id": row.task_id, "description": row.description,
+        "state": _TASK_STATE.get(row.alloc_state or "TERMINATED", "STATE_TERMINATED"),
+        "startTime": ser.ts(row.start_time), "username": row.username, "userId": row.owner_id,
+        "displayName": row.username, "resourcePool": row.resource_pool or "", "jobId": row.job_id,
+        "workspaceId": 1,
+    }
+    if row.end_time is not None:
+        code = row.exit_code
+        out["exitStatus"] = (f"exited with code {code}" if code is not None else
+                             (row.exit_reason or "ended"))
+    return out
+
+
+class CommandsHandler(DetHandler):
+    def get(self) -> None:
+        mine = self.get_query_argument("users", "") or ""
+        rows = self.master.commands.list()
+        if mine:
+            rows = [r for r in rows if r.username in set(self.get_query_arguments("users"))]
+        self.send({"commands": [command_json(r) for r in rows],
+                   "pagination": ser.pagination(0, 0, len(rows), len(rows))})
+
+    def post(self) -> None:
+        body = self.body_json()
+        files = body.get("files") or []
+        if not isinstance(files, list):
+            raise InvalidRequest("files must be a list of files (the command's context)")
+        if body.get("templateName"):
+            raise InvalidRequest("config templates are not supported yet; pass the full config")
+        row = self.master.commands.launch(self.user, body.get("config") or {}, files)
+        self.send({"command": command_json(row), "config": row.config, "warnings": []})
+
+
+class CommandHandler(DetHandler):
+    def get(self, task_id: str) -> None:
+        row = self.master.commands.get(task_id)
+        self.send({"command": command_json(row), "config": row.config})
+
+
+class CommandKillHandler(DetHandler):
+    def post(self, task_id: str) -> None:
+        self.master.commands.kill(self.user, task_id)
+        self.send({"command": command_json(self.master.commands.get(task_id))})
+
+
+class CommandPriorityHandler(DetHandler):
+    """``det cmd set priority``: changes when it starts; once running it is not preempted."""
+
+    def post(self, task_id: str) -> None:
+        body = self.body_json()
+        row = self.master.commands.get(task_id)
+        self.master.jobs.update(self.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],
+                                strict=False)
+        self.send({"command": command_json(self.master.commands.get(task_id))})

@@ -1,0 +1,219 @@
+"""Commands: one process on the cluster (``det cmd run``), a job of its own, never preempted.
+
+A command is a task with one allocation. It waits in its pool's queue like a trial, but no
+policy preempts it (Determined: notebooks, TensorBoards, shells and commands are not
+preemptible), and it runs once: its exit ends it, whatever the code.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from .. import config as expconf
+from ..errors import Forbidden, InvalidRequest, NotFound
+from ..store import reader
+from ..store import tables as t
+from ._clock import Clock
+from ._states import AllocState
+from .allocations import AllocationService, Gang
+from .auth import User
+from .cluster_info import build_info_files
+
+DEFAULT_PRIORITY = 42
+
+
+@dataclass(frozen=True)
+class CommandConfig:
+    """What a command runs and on what: validated from ``v1LaunchCommandRequest.config``."""
+
+    entrypoint: str
+    slots: int
+    priority: int | None
+    resource_pool: str
+    description: str
+    env: dict[str, str]
+
+    @classmethod
+    def parse(cls, raw: Any) -> CommandConfig:
+        if not isinstance(raw, dict):
+            raise InvalidRequest("config must be an object with an entrypoint")
+        entry = raw.get("entrypoint")
+        if isinstance(entry, list) and entry and all(isinstance(x, str) for x in entry):
+            entrypoint = shlex.join(entry)
+        elif isinstance(entry, str) and entry.strip():
+            entrypoint = entry
+        else:
+            raise InvalidRequest("config.entrypoint must be a command line or a non-empty list of strings")
+        res = raw.get("resources") or {}
+        if not isinstance(res, dict):
+            raise InvalidRequest("config.resources must be an object (slots, priority, resource_pool)")
+        slots = res.get("slots", 1)
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
+            raise InvalidRequest(f"config.resources.slots must be an integer >= 0, got {slots!r}")
+        priority = res.get("priority")
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
+                                     or not 1 <= priority <= 99):
+            raise InvalidRequest(f"config.resources.priority must be an integer from 1 to 99, got {priority!r}")
+        pool = res.get("resource_pool") or ""
+        if not isinstance(pool, str):
+            raise InvalidRequest("config.resources.resource_pool must be a string")
+        try:
+            env = expconf.environment_variables(raw, "cpu")
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InvalidRequest(f"config.environment.environment_variables: {exc}") from None
+        desc = raw.get("description") or f"Command ({entrypoint[:40]})"
+        return cls(entrypoint, slots, priority, pool, str(desc), env)
+
+
+class CommandService:
+    def __init__(self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: Any) -> None:
+        self._engine = engine
+        self._reader = reader(engine)
+        self._clock = clock
+        self._allocs = allocations
+        self.identity = identity  # trials.MasterIdentity; replaced when the URL is known
+        self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
+
+    def launch(self, user: User, raw_config: Any, files: list[dict] | None = None) -> sa.Row:
+        cfg = CommandConfig.parse(raw_config)
+        try:
+            self.resources.check_pool(cfg.resource_pool, "config.resources.resource_pool")
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        pool = self.resources.pool_for(cfg.resource_pool, cfg.slots)
+        priority = cfg.priority or self.resources.pools[pool].scheduler.default_priority
+        tgz = expconf.context_to_tgz(files or []) if files else None
+        task_id = f"cmd-{uuid.uuid4()}"
+        job_id = f"job-{uuid.uuid4()}"
+        now = self._clock.now()
+        with self._engine.begin() as conn:
+            conn.execute(sa.insert(t.jobs).values(
+                job_id=job_id, job_type="COMMAND", owner_id=user.id, priority=priority, weight=1.0,
+                max_slots=None, resource_pool=cfg.resource_pool, queue_position=now, submitted_at=now,
+            ))
+            conn.execute(sa.insert(t.commands).values(
+                task_id=task_id, job_id=job_id, owner_id=user.id, description=cfg.description,
+                config={"entrypoint": cfg.entrypoint, "resources": {"slots": cfg.slots,
+                        "priority": priority, "resource_pool": pool}, "env": cfg.env,
+                        "description": cfg.description},
+                context=tgz, start_time=now,
+            ))
+            self._allocs.request(conn, task_id=task_id, trial_id=None, slots=cfg.slots,
+                                 priority=priority, resource_pool=pool, job_id=job_id)
+        if self._allocs.launcher is not None:
+            self._allocs.launcher.schedule_soon()
+        return self.get(task_id)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, task_id: str) -> sa.Row:
+        with self._reader.connect() as conn:
+            row = conn.execute(_listing().where(t.commands.c.task_id == task_id)).first()
+        if row is None:
+            raise NotFound(f"command {task_id} not found; det cmd list shows the commands")
+        return row
+
+    def list(self, user: User | None = None) -> list[sa.Row]:
+        q = _listing().order_by(t.commands.c.start_time)
+        if user is not None:
+            q = q.where(t.commands.c.owner_id == user.id)
+        with self._reader.connect() as conn:
+            return list(conn.execute(q))
+
+    def context_tgz(self, task_id: str) -> bytes | None:
+        with self._reader.connect() as conn:
+            return conn.execute(sa.select(t.commands.c.context).where(t.commands.c.task_id == task_id)).scalar()
+
+    # -- control ------------------------------------------------------------------------
+
+    def kill(self, user: User, task_id: str) -> None:
+        row = self.get(task_id)
+        if not user.admin and row.owner_id != user.id:
+            raise Forbidden(f"only the owner of command {task_id} or an admin may kill it")
+        if row.allocation_id and row.alloc_state != AllocState.TERMINATED.value:
+            self._allocs.kill(row.allocation_id)
+
+    # -- the AllocationOwner protocol ---------------------------------------------------
+
+    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
+        with self._reader.connect() as conn:
+            cmd = conn.execute(sa.select(t.commands).where(t.commands.c.task_id == alloc.task_id)).one()
+            owner = conn.execute(sa.select(t.users.c.username).where(t.users.c.id == cmd.owner_id)).scalar_one()
+        ident = self.identity
+        specs = []
+        addrs = [c.address for c in gang.containers]
+        counts = [len(c.slot_ids) for c in gang.containers]
+        for rank, c in enumerate(gang.containers):
+            env = {
+                **cmd.config.get("env", {}),
+                "DET_MASTER": ident.url, "DET_MASTER_ID": ident.master_id,
+                "DET_CLUSTER_ID": ident.cluster_id, "DET_TASK_ID": cmd.task_id,
+                "DET_ALLOCATION_ID": alloc.allocation_id, "DET_RESOURCES_ID": alloc.allocation_id,
+                "DET_SESSION_TOKEN": token, "DET_USER": owner, "DET_TASK_TYPE": "COMMAND",
+                "DET_USE_TLS": "false", "DET_CONTAINER_RANK": str(rank),
+                "DET_CONTAINER_ADDRS": json.dumps(addrs),
+                "DET_CONTAINER_SLOT_COUNTS": json.dumps(counts),
+                "DET_TASK_LOGGING_METADATA": json.dumps(
+                    {"task_id": cmd.task_id, "allocation_id": alloc.allocation_id}),
+            }
+            info = build_info_files(
+                master_url=ident.url, cluster_id=ident.cluster_id, agent_id=c.agent_id,
+                slot_ids=list(c.slot_ids), task_id=cmd.task_id, allocation_id=alloc.allocation_id,
+                session_token=token, task_type="COMMAND", latest_checkpoint=None, trial=None,
+                container_addrs=addrs, container_rank=rank, container_slot_counts=counts,
+                gpu_uuids=[],
+            )
+            spec = {
+                "task_id": cmd.task_id, "allocation_id": alloc.allocation_id,
+                "task_type": "COMMAND", "entrypoint": cmd.config["entrypoint"], "env": env,
+                "slot_ids": list(c.slot_ids), "info_files": info, "mounts": [],
+            }
+            if cmd.context is not None:
+                spec["context_url"] = f"/api/v1/tasks/{cmd.task_id}/context_directory"
+            specs.append(spec)
+        return specs
+
+    def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(
+                sa.update(t.commands).where(t.commands.c.task_id == alloc.task_id)
+                .values(exit_code=exit_code, exit_reason=reason, end_time=self._clock.now())
+            )
+
+
+def _listing() -> sa.Select:
+    """Commands with their user and their (only) allocation's state."""
+    return (
+        sa.select(
+            t.commands, t.users.c.username, t.jobs.c.resource_pool.label("job_pool"),
+            t.jobs.c.priority, t.allocations.c.allocation_id,
+            t.allocations.c.state.label("alloc_state"), t.allocations.c.resource_pool,
+        )
+        .join(t.users, t.users.c.id == t.commands.c.owner_id)
+        .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
+        .outerjoin(t.allocations, t.allocations.c.task_id == t.commands.c.task_id)
+    )
+
+
+class OwnerRouter:
+    """The AllocationOwner the allocation service talks to: trials for allocations of a trial,
+    commands for the rest."""
+
+    def __init__(self, trials: Any, commands: CommandService) -> None:
+        self._trials = trials
+        self._commands = commands
+
+    def _owner(self, alloc: sa.Row) -> Any:
+        return self._trials if alloc.trial_id is not None else self._commands
+
+    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
+        return self._owner(alloc).build_specs(alloc, gang, token)
+
+    def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
+        self._owner(alloc).allocation_exited(alloc, exit_code, reason)
