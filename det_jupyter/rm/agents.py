@@ -225,8 +225,12 @@ class AgentRM:
     def schedule_soon(self) -> None:
         if self._pass_scheduled:
             return
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:
+            return  # services used without an event loop (tests): there is nothing to place on
         self._pass_scheduled = True
-        asyncio.get_event_loop().call_soon(self._schedule_pass)
+        loop.call_soon(self._schedule_pass)
 
     # -- placement ----------------------------------------------------------------------
 
@@ -304,6 +308,17 @@ class AgentRM:
         for c, spec in zip(gang, specs, strict=True):
             self.start(c.agent_id, alloc_id, spec)
         return 1
+
+    def launch_warnings(self, requested_pool: str, slots: int) -> list[str]:
+        """``v1LaunchWarning``s for a new task: more slots than its pool has right now (it is
+        accepted and waits; the job queue says why)."""
+        pool = self.resources.pool_for(requested_pool, slots)
+        capacity = sum(
+            len(a.slots) - len(self.disabled_slots.get(a.agent_id, ()))
+            for a in self.agents.values()
+            if a.connected and a.resource_pool == pool and a.agent_id not in self.disabled
+        )
+        return ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"] if slots > capacity else []
 
     def describe(self) -> list[dict[str, Any]]:
         return [

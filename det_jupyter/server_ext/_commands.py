@@ -49,7 +49,9 @@ class CommandsHandler(DetHandler):
         if body.get("templateName"):
             raise InvalidRequest("config templates are not supported yet; pass the full config")
         row = self.master.commands.launch(self.user, body.get("config") or {}, files)
-        self.send({"command": command_json(row), "config": row.config, "warnings": []})
+        res = row.config["resources"]
+        warnings = self.master.rm.launch_warnings(res["resource_pool"], res["slots"])
+        self.send({"command": command_json(row), "config": row.config, "warnings": warnings})
 
 
 class CommandHandler(DetHandler):

@@ -81,7 +81,10 @@ class ExperimentsHandler(DetHandler):
             return
         view = self.master.views.experiment(row.id)
         assert view is not None
-        self.send({"experiment": exp_json(view), "config": config, "warnings": []})
+        res = config.get("resources") or {}
+        warnings = self.master.rm.launch_warnings(res.get("resource_pool") or "",
+                                                  int(res.get("slots_per_trial", 1)))
+        self.send({"experiment": exp_json(view), "config": config, "warnings": warnings})
 
 
 class ExperimentHandler(DetHandler):

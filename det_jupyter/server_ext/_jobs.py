@@ -20,15 +20,15 @@ def job_json(j: Job) -> dict[str, Any]:
     """A ``v1Job`` (0.38.1's required fields) plus ``waitReason`` for queued jobs."""
     out: dict[str, Any] = {
         "jobId": j.job_id,
-        "type": "TYPE_EXPERIMENT",
+        "type": f"TYPE_{j.job_type}",
         "submissionTime": ser.ts(j.submitted_at),
         "username": j.username,
         "userId": j.user_id,
         "resourcePool": j.resource_pool,
-        "isPreemptible": True,
+        "isPreemptible": j.preemptible,
         "priority": j.priority,
         "weight": j.weight,
-        "entityId": str(j.experiment_id),
+        "entityId": j.entity_id,
         "name": j.name,
         "summary": {"state": j.state, "jobsAhead": j.jobs_ahead},
         "requestedSlots": j.requested_slots,

@@ -9,6 +9,7 @@ the queue explains exactly what the next pass will see. Nothing here writes stat
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,9 @@ class Job:
     state: str
     jobs_ahead: int
     wait_reason: str | None
+    job_type: str = "EXPERIMENT"
+    entity_id: str = ""
+    preemptible: bool = True
 
 
 @dataclass
@@ -85,7 +89,8 @@ def queue(
     wanted = scheduler.pool_of(pool)
     holdings = {exp_id: h for exp_id, h in holdings.items() if h.pool == wanted}
     exp_views, _ = views.experiments(ids=list(holdings)) if holdings else ([], 0)
-    jobs = _ordered_jobs(exp_views, holdings, snapshot, policy)
+    jobs = _in_queue_order(_experiment_jobs(exp_views, holdings) + _command_jobs(engine, wanted),
+                           snapshot, policy)
     if states:
         jobs = [j for j in jobs if j.state in states]
     if descending:
@@ -126,37 +131,63 @@ def _holdings(engine: sa.Engine) -> dict[int, _Holdings]:
     return out
 
 
-def _ordered_jobs(
-    exp_views: Iterable[Any], holdings: dict[int, _Holdings], snapshot: scheduler.Snapshot,
-    policy: str,
-) -> list[Job]:
-    """The jobs of one pool in queue order, each with its place and, if queued, its reason."""
-    rows = sorted(
-        ((v, holdings[v.row.id]) for v in exp_views),
-        key=lambda vh: (vh[1].priority, vh[1].position or vh[0].row.start_time, vh[0].row.job_id),
+def _experiment_jobs(exp_views: Iterable[Any], holdings: dict[int, _Holdings]) -> list[tuple]:
+    """(sort key, job) for each experiment with unfinished allocations."""
+    out = []
+    for v in exp_views:
+        h = holdings[v.row.id]
+        job = Job(
+            job_id=v.row.job_id, experiment_id=v.row.id, name=v.row.name, username=v.username,
+            user_id=v.row.owner_id, workspace_id=h.workspace_id, submitted_at=v.row.start_time,
+            resource_pool=h.pool, priority=h.priority, weight=h.weight,
+            requested_slots=h.requested, allocated_slots=h.allocated,
+            progress=float(v.progress or 0.0), state=QUEUED if h.allocated == 0 else SCHEDULED,
+            jobs_ahead=0, wait_reason=None, entity_id=str(v.row.id),
+        )
+        out.append(((h.priority, h.position or v.row.start_time, job.job_id), job))
+    return out
+
+
+def _command_jobs(engine: sa.Engine, pool: str) -> list[tuple]:
+    """(sort key, job) for each command that has not ended, in ``pool``."""
+    a = t.allocations
+    q = (
+        sa.select(t.commands.c.task_id, t.commands.c.description, t.commands.c.owner_id,
+                  t.commands.c.start_time, t.users.c.username, t.jobs.c.job_id, t.jobs.c.priority,
+                  t.jobs.c.weight, t.jobs.c.queue_position, a.c.state, a.c.slots, a.c.resource_pool)
+        .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
+        .join(t.users, t.users.c.id == t.commands.c.owner_id)
+        .join(a, a.c.task_id == t.commands.c.task_id)
+        .where(a.c.state != AllocState.TERMINATED.value)
     )
-    jobs = []
-    for ahead, (v, h) in enumerate(rows):
-        queued = h.allocated == 0
-        jobs.append(Job(
-            job_id=v.row.job_id,
-            experiment_id=v.row.id,
-            name=v.row.name,
-            username=v.username,
-            user_id=v.row.owner_id,
-            workspace_id=h.workspace_id,
-            submitted_at=v.row.start_time,
-            resource_pool=h.pool,
-            priority=h.priority,
-            weight=h.weight,
-            requested_slots=h.requested,
-            allocated_slots=h.allocated,
-            progress=float(v.progress or 0.0),
-            state=QUEUED if queued else SCHEDULED,
-            jobs_ahead=ahead,
-            wait_reason=_reason(snapshot, v.row.job_id, policy) if queued else None,
-        ))
-    return jobs
+    out = []
+    with reader(engine).connect() as conn:
+        for r in conn.execute(q):
+            if scheduler.pool_of(r.resource_pool) != pool:
+                continue
+            placed = r.state in LIVE_ALLOC
+            job = Job(
+                job_id=r.job_id, experiment_id=0, name=r.description, username=r.username,
+                user_id=r.owner_id, workspace_id=1, submitted_at=r.start_time, resource_pool=pool,
+                priority=r.priority, weight=r.weight, requested_slots=r.slots,
+                allocated_slots=r.slots if placed else 0, progress=0.0,
+                state=SCHEDULED if placed else QUEUED, jobs_ahead=0, wait_reason=None,
+                job_type="COMMAND", entity_id=r.task_id, preemptible=False,
+            )
+            out.append(((r.priority, r.queue_position, r.job_id), job))
+    return out
+
+
+def _in_queue_order(entries: list[tuple], snapshot: scheduler.Snapshot, policy: str) -> list[Job]:
+    """The jobs of one pool in queue order, each with its place and, if queued, its reason."""
+    entries.sort(key=lambda e: e[0])
+    return [
+        dataclasses.replace(
+            job, jobs_ahead=ahead,
+            wait_reason=_reason(snapshot, job.job_id, policy) if job.state == QUEUED else None,
+        )
+        for ahead, (_, job) in enumerate(entries)
+    ]
 
 
 def _reason(snap: scheduler.Snapshot, job_id: str, policy: str) -> str | None:

@@ -85,3 +85,34 @@ def test_step_after_failure_applies_on_retry(
     assert "added_later" in sa.inspect(engine).get_table_names()
     assert migrate(engine) == before + 1
     assert len(attempts) == 2
+
+
+def test_step_3_gives_existing_experiments_their_jobs(engine: sa.Engine) -> None:
+    """A database from before jobs existed (version 2) gets one job per experiment, with the
+    priority, weight and pool of its config, and its allocations tagged with that job."""
+    from ._rows import make_world
+
+    with engine.begin() as conn:  # take the database back to version 2
+        conn.execute(sa.text("DROP INDEX ix_allocations_state"))
+        conn.execute(sa.text("ALTER TABLE allocations DROP COLUMN job_id"))
+        conn.execute(sa.text("ALTER TABLE allocations DROP COLUMN placement"))
+        conn.execute(sa.text("DROP TABLE jobs"))
+        conn.execute(sa.text("DROP TABLE commands"))
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version == 3))
+    _, exp_id, trial_id = make_world(engine)
+    with engine.begin() as conn:
+        config = conn.execute(sa.select(t.experiments.c.config).where(t.experiments.c.id == exp_id)).scalar_one()
+        config["resources"] = {"priority": 7, "weight": 2.5, "resource_pool": "gpu"}
+        conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(config=config))
+        conn.execute(sa.text(
+            "INSERT INTO allocations (allocation_id, task_id, trial_id, run_id, state, slots, priority, "
+            "resource_pool, preempt_requested, acked_preemption, submitted_at) VALUES "
+            "('a.1', 'a', :trial, 0, 'PENDING', 1, 42, '', false, false, 1.0)"), {"trial": trial_id})
+
+    assert migrate(engine) == 3
+    with engine.connect() as conn:
+        job_id = conn.execute(sa.select(t.experiments.c.job_id).where(t.experiments.c.id == exp_id)).scalar_one()
+        job = conn.execute(sa.select(t.jobs).where(t.jobs.c.job_id == job_id)).one()
+        assert (job.job_type, job.priority, job.weight, job.resource_pool) == ("EXPERIMENT", 7, 2.5, "gpu")
+        assert conn.execute(sa.select(t.allocations.c.job_id)).scalar_one() == job_id
+    test_every_index_exists(engine)

@@ -83,6 +83,11 @@ def test_the_seven_steps(master: MasterProcess) -> None:
     cmd = client.post("/api/v1/commands", {"config": {
         "entrypoint": ["sleep", "600"], "resources": {"slots": 1, "priority": 3}}})["command"]["id"]
     assert _command_state(client, cmd) == "STATE_QUEUED"
+    queued = [j["full"] for j in client.get("/api/v1/job-queues-v2")["jobs"]
+              if j["full"]["type"] == "TYPE_COMMAND"]
+    assert [(j["entityId"], j["summary"]["state"], j["isPreemptible"]) for j in queued] == [
+        (cmd, "STATE_QUEUED", False)]
+    assert queued[0]["waitReason"]
 
     # 4. Both experiments complete (preempted trials resumed from their checkpoints); the
     #    command runs.
