@@ -56,6 +56,8 @@ class TaskLogsHandler(DetHandler):
             if rows:
                 idle = 0
                 await self.flush()
+            elif not self.master.allocations.task_active(task_id):
+                break  # it ended and every line it wrote was sent
             else:
                 idle += 1
                 await logs.wait_for_more(1.0)

@@ -370,6 +370,16 @@ class AllocationService:
                 )
             )
 
+    def task_active(self, task_id: str) -> bool:
+        """Whether the task still has an allocation waiting or running."""
+        with self._reader.connect() as conn:
+            return conn.execute(
+                sa.select(t.allocations.c.allocation_id).where(
+                    t.allocations.c.task_id == task_id,
+                    t.allocations.c.state != AllocState.TERMINATED.value,
+                ).limit(1)
+            ).first() is not None
+
     def live_on(self, agent_id: str) -> dict[str, list[int]]:
         """The live allocations with a container on ``agent_id``, and their slots there."""
         out: dict[str, list[int]] = {}

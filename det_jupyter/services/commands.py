@@ -32,7 +32,7 @@ DEFAULT_PRIORITY = 42
 class CommandConfig:
     """What a command runs and on what: validated from ``v1LaunchCommandRequest.config``."""
 
-    entrypoint: str
+    entrypoint: str | list[str]
     slots: int
     priority: int | None
     resource_pool: str
@@ -44,8 +44,10 @@ class CommandConfig:
         if not isinstance(raw, dict):
             raise InvalidRequest("config must be an object with an entrypoint")
         entry = raw.get("entrypoint")
+        entrypoint: str | list[str]
         if isinstance(entry, list) and entry and all(isinstance(x, str) for x in entry):
-            entrypoint = shlex.join(entry)
+            # One word is a shell command line (`det cmd run 'make && ./run'`); more are argv.
+            entrypoint = entry[0] if len(entry) == 1 else list(entry)
         elif isinstance(entry, str) and entry.strip():
             entrypoint = entry
         else:
@@ -67,7 +69,8 @@ class CommandConfig:
             env = expconf.environment_variables(raw, "cpu")
         except (TypeError, ValueError, AttributeError) as exc:
             raise InvalidRequest(f"config.environment.environment_variables: {exc}") from None
-        desc = raw.get("description") or f"Command ({entrypoint[:40]})"
+        line = entrypoint if isinstance(entrypoint, str) else shlex.join(entrypoint)
+        desc = raw.get("description") or f"Command ({line[:40]})"
         return cls(entrypoint, slots, priority, pool, str(desc), env)
 
 
