@@ -120,10 +120,19 @@ class AllocationNoopHandler(DetHandler):
 class RendezvousHandler(DetHandler):
     allow_task = True
 
-    def get(self, allocation_id: str, _resources_id: str) -> None:
+    def get(self, allocation_id: str, resources_id: str) -> None:
+        """Every container's address and slots, and the rank of the one asking
+        (``DET_RESOURCES_ID`` is ``<allocation>.r<rank>``)."""
         self.require_allocation(allocation_id)
         alloc = self.master.allocations.get(allocation_id)
-        self.send({"rendezvousInfo": {"addresses": ["127.0.0.1"], "rank": 0, "slots": [alloc.slots]}})
+        placement = alloc.placement or [[alloc.agent_id, alloc.slot_ids or []]]
+        agents = self.master.rm.agents
+        addresses = [agents[a].address if a in agents else "127.0.0.1" for a, _ in placement]
+        _, _, rank = resources_id.rpartition(".r")
+        self.send({"rendezvousInfo": {
+            "addresses": addresses, "rank": int(rank) if rank.isdigit() else 0,
+            "slots": [len(ids) for _, ids in placement],
+        }})
 
 
 class AllGatherHandler(DetHandler):

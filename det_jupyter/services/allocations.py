@@ -23,10 +23,12 @@ from ._clock import Clock
 from ._states import AllocState
 from .auth import AllocationPrincipal, AuthService, new_token, token_hash
 
-#: Each gang gets two ports from here, unique among live allocations: the torch rendezvous
-#: port on its chief and the harness collectives' port (DET_RENDEZVOUS_PORT, DET_COLLECTIVE_PORT).
+#: Each gang gets a block of four ports from here, unique among live allocations: the torch
+#: rendezvous port on its chief, the harness collectives' port, and the stock harness's two
+#: ZMQ ports (DET_RENDEZVOUS_PORT, DET_COLLECTIVE_PORT, INTER_TRAIN_PROCESS_COMM_PORT_1/2).
 PORT_BASE = 29400
-PORT_PAIRS = 2000
+PORT_BLOCK = 4
+PORT_BLOCKS = 1000
 
 
 @dataclass(frozen=True)
@@ -181,11 +183,11 @@ class AllocationService:
 
     def _free_port(self) -> int:
         taken = {live.port for live in self._live.values()}
-        for i in range(PORT_PAIRS):
-            port = PORT_BASE + 2 * i
+        for i in range(PORT_BLOCKS):
+            port = PORT_BASE + PORT_BLOCK * i
             if port not in taken:
                 return port
-        raise Conflict(f"all {PORT_PAIRS} rendezvous port pairs from {PORT_BASE} are in use")
+        raise Conflict(f"all {PORT_BLOCKS} rendezvous port blocks from {PORT_BASE} are in use")
 
     def started(self, allocation_id: str) -> None:
         with self._engine.begin() as conn:

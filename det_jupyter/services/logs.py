@@ -30,19 +30,22 @@ class LogService:
         self._engine = engine
         self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
-        self._last_seq: dict[str, int] = {}
+        self._last_seq: dict[tuple[str, str], int] = {}  # per container: (allocation, agent)
         self._changed = asyncio.Event()
 
     def append_agent_lines(
         self, *, task_id: str, allocation_id: str, trial_id: int | None, agent_id: str, lines: list[dict]
     ) -> int:
-        """Store a batch from an agent, dropping lines already stored (by ``seq``)."""
-        last = self._last_seq.get(allocation_id, -1)
+        """Store a batch from an agent, dropping lines already stored (by ``seq``, which counts
+        per container: each agent of a gang numbers its own lines)."""
+        key = (allocation_id, agent_id)
+        last = self._last_seq.get(key, -1)
         if last < 0 and lines:
             with self._reader.connect() as conn:
                 last = conn.execute(
                     sa.select(sa.func.coalesce(sa.func.max(t.task_logs.c.seq), -1)).where(
-                        t.task_logs.c.allocation_id == allocation_id
+                        t.task_logs.c.allocation_id == allocation_id,
+                        t.task_logs.c.agent_id == agent_id,
                     )
                 ).scalar_one()
         now = self._clock.now()
@@ -67,7 +70,7 @@ class LogService:
                 "log": str(line.get("log", "")),
             })
         self._insert(rows)
-        self._last_seq[allocation_id] = last  # only once stored: a failed insert is retried whole
+        self._last_seq[key] = last  # only once stored: a failed insert is retried whole
         return len(rows)
 
     def append_system(self, *, task_id: str, allocation_id: str | None, trial_id: int | None, message: str,

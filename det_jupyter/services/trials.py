@@ -282,7 +282,7 @@ class TrialService:
             "DET_CLUSTER_ID": ident.cluster_id,
             "DET_TASK_ID": trial.task_id,
             "DET_ALLOCATION_ID": alloc.allocation_id,
-            "DET_RESOURCES_ID": alloc.allocation_id,
+            "DET_RESOURCES_ID": f"{alloc.allocation_id}.r{rank}",
             "DET_SESSION_TOKEN": token,
             "DET_USER": owner,
             "DET_TASK_TYPE": "TRIAL",
@@ -302,6 +302,11 @@ class TrialService:
             "DET_RENDEZVOUS_PORT": str(gang.rendezvous_port),
             "DET_COLLECTIVE_PORT": str(gang.collective_port),
             "DET_CHIEF_IP": addrs[0],
+            # The stock launcher's torch port and its DistributedContext's ZMQ ports, so two
+            # gangs on one host do not collide.
+            "C10D_PORT": str(gang.rendezvous_port),
+            "INTER_TRAIN_PROCESS_COMM_PORT_1": str(gang.rendezvous_port + 2),
+            "INTER_TRAIN_PROCESS_COMM_PORT_2": str(gang.rendezvous_port + 3),
         }
         if trial.latest_checkpoint:
             env["DET_LATEST_CHECKPOINT"] = trial.latest_checkpoint

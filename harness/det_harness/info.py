@@ -38,6 +38,17 @@ class ClusterInfo:
     slot_ids: list[int] = field(default_factory=list)
     latest_checkpoint: str | None = None
     trial: TrialInfo | None = None
+    #: This container's rank among the trial's containers (0 is the chief's container).
+    container_rank: int = 0
+    #: One host address per container of the allocation, in container-rank order.
+    container_addrs: list[str] = field(default_factory=lambda: ["127.0.0.1"])
+    #: One slot count per container, in container-rank order ([] means ``[len(slot_ids) or 1]``).
+    container_slot_counts: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.container_slot_counts:
+            object.__setattr__(self, "container_slot_counts", [len(self.slot_ids) or 1])
+        check_topology(self.container_rank, self.container_addrs, self.container_slot_counts)
 
     @property
     def user_data(self) -> dict[str, Any]:
@@ -69,6 +80,40 @@ def _int_env(env: dict[str, str], key: str, default: int = 0) -> int:
         raise ValueError(f"environment variable {key}={raw!r} must be an integer") from exc
 
 
+def check_topology(rank: int, addrs: list[str], slot_counts: list[int]) -> None:
+    """Raise ValueError unless ``rank`` indexes ``addrs`` and the two lists match in length."""
+    if not addrs or len(addrs) != len(slot_counts):
+        raise ValueError(f"container_addrs {addrs!r} and container_slot_counts {slot_counts!r} "
+                         "must be non-empty and of the same length (one entry per container)")
+    if not 0 <= rank < len(addrs):
+        raise ValueError(f"container_rank {rank} must be in [0, {len(addrs)}) "
+                         f"for container_addrs {addrs!r}")
+    if any(not isinstance(c, int) or c < 0 for c in slot_counts):
+        raise ValueError(f"container_slot_counts {slot_counts!r} must be integers >= 0")
+
+
+def read_topology(environ: dict[str, str] | None = None) -> tuple[int, list[str], list[int]]:
+    """``(container_rank, container_addrs, container_slot_counts)`` from the ``DET_CONTAINER_*``
+    variables the master sets in every container of a trial.
+
+    Defaults (one container): ``0``, ``["127.0.0.1"]``, ``[len(DET_SLOT_IDS) or 1]``.
+    """
+    env = dict(os.environ if environ is None else environ)
+    slots = _json_env(env, "DET_SLOT_IDS", [])
+    n_slots = len(slots) if isinstance(slots, list) else 0
+    rank = _int_env(env, "DET_CONTAINER_RANK", 0)
+    addrs = _json_env(env, "DET_CONTAINER_ADDRS", ["127.0.0.1"])
+    counts = _json_env(env, "DET_CONTAINER_SLOT_COUNTS", [n_slots or 1])
+    if not isinstance(addrs, list) or not all(isinstance(a, str) and a for a in addrs):
+        raise ValueError(f"DET_CONTAINER_ADDRS={env.get('DET_CONTAINER_ADDRS')!r} must be a JSON "
+                         "list of host addresses")
+    if not isinstance(counts, list):
+        raise ValueError(f"DET_CONTAINER_SLOT_COUNTS={env.get('DET_CONTAINER_SLOT_COUNTS')!r} "
+                         "must be a JSON list of integers")
+    check_topology(rank, addrs, counts)
+    return rank, addrs, counts
+
+
 def _master_url(env: dict[str, str]) -> str:
     url = env.get("DET_MASTER", "")
     if "://" not in url:
@@ -94,6 +139,7 @@ def get_cluster_info(environ: dict[str, str] | None = None) -> ClusterInfo | Non
             run_id=_int_env(env, "DET_TRIAL_RUN_ID", 1),
         )
     slots = _json_env(env, "DET_SLOT_IDS", [])
+    container_rank, container_addrs, container_slot_counts = read_topology(env)
     return ClusterInfo(
         master_url=_master_url(env),
         cluster_id=env.get("DET_CLUSTER_ID", ""),
@@ -105,4 +151,7 @@ def get_cluster_info(environ: dict[str, str] | None = None) -> ClusterInfo | Non
         slot_ids=[int(s) for s in slots] if isinstance(slots, list) else [],
         latest_checkpoint=env.get("DET_LATEST_CHECKPOINT") or None,
         trial=trial,
+        container_rank=container_rank,
+        container_addrs=container_addrs,
+        container_slot_counts=container_slot_counts,
     )

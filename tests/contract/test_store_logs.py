@@ -124,3 +124,16 @@ def test_batch_whose_insert_failed_is_stored_on_retry(logs: LogService, engine: 
     finally:
         sa.event.remove(engine, "before_cursor_execute", fail_first_log_insert)
     assert [r.seq for r in logs.query(task_id=TASK)] == [0, 1, 2, 3, 4]
+
+
+def test_each_container_of_a_gang_numbers_its_own_lines(logs: LogService, engine: sa.Engine, clock: FakeClock) -> None:
+    """Two agents of one allocation both send seq 0, 1, ...: none is taken for a duplicate, and a
+    resent batch from either is still dropped (also by a master that restarted in between)."""
+    for agent in ("agent-a", "agent-b"):
+        assert logs.append_agent_lines(task_id=TASK, allocation_id=ALLOC, trial_id=TRIAL, agent_id=agent,
+                                       lines=lines(range(3))) == 3
+    fresh = LogService(engine, clock)
+    for agent in ("agent-a", "agent-b"):
+        assert fresh.append_agent_lines(task_id=TASK, allocation_id=ALLOC, trial_id=TRIAL, agent_id=agent,
+                                        lines=lines(range(4))) == 1
+    assert len(logs.query(task_id=TASK)) == 8

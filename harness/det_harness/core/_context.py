@@ -69,13 +69,15 @@ class Context:
             sys.exit(0)
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
-        """Stop the watcher and wait (at most ``timeout`` s) until queued metrics are acked."""
+        """Stop the watcher, wait (at most ``timeout`` s) until queued metrics are acked, and
+        close the collective sockets of ``distributed``."""
         if self._closed:
             return
         self._closed = True
         self.preempt.close()
         if self._shipper is not None:
             self._shipper.close(timeout)
+        self.distributed.close()
 
 
 def _local(hparams: dict | None, checkpoint_storage: Any, max_length: int | None,
@@ -86,7 +88,7 @@ def _local(hparams: dict | None, checkpoint_storage: Any, max_length: int | None
     return Context(
         train=train,
         checkpoint=CheckpointContext(root, dist),
-        preempt=LocalPreemptContext(),
+        preempt=LocalPreemptContext(dist),
         searcher=SearcherContext(length, train.report_progress),
         distributed=dist,
         info=info,

@@ -1,7 +1,9 @@
 """``core.preempt``: a watcher thread long-polls the master for the preemption signal.
 
-``should_preempt()`` only reads the watcher's flag (no request). Only the chief watches; other
-ranks always get False in this release (there are no collectives to pass the chief's answer on).
+``should_preempt()`` reads the watcher's flag (no request to the master). Only the chief
+watches; in a distributed job the chief broadcasts its answer, so every rank must call
+``should_preempt()`` at the same points of its loop (Determined's ``WorkersAskChief`` mode) and all
+ranks stop at the same step.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import threading
 from .._errors import APIError
 from .._http import Session, TransientError, backoff
 from ._distributed import DistributedContext
-from ._warn import warn_once
 
 logger = logging.getLogger("det_harness")
 
@@ -26,6 +27,7 @@ class PreemptContext:
     ) -> None:
         self._session = session
         self._allocation_id = allocation_id
+        self._dist = dist
         self._chief = dist.is_chief
         self._poll_seconds = poll_seconds
         self._flag = threading.Event()
@@ -70,18 +72,19 @@ class PreemptContext:
 
         After an acknowledgement, exiting with code 0 means "preempted, resume later" (save a
         checkpoint first); pass ``auto_ack=False`` to acknowledge yourself.
+
+        In a distributed job this is a collective: every rank must call it, at the same points
+        of its loop, and every rank gets the chief's answer. A rank that skips a call makes the
+        others fail with a ``CollectiveError`` after ``DET_COLLECTIVE_TIMEOUT`` seconds.
         """
         if not self._chief:
-            warn_once("preempt-non-chief", "det_harness: should_preempt() on a non-chief rank "
-                      "always returns False in this release; check it on rank 0")
-            return False
+            return bool(self._dist.broadcast(None))
         if self._thread is None:
             self.start()  # used without `with core.init()`: watch from the first question on
-        if not self._flag.is_set():
-            return False
-        if auto_ack:
+        out = self._flag.is_set()
+        if out and auto_ack:
             self.acknowledge_preemption_signal()
-        return True
+        return bool(self._dist.broadcast(out))
 
     def acknowledge_preemption_signal(self) -> None:
         """Tell the master the signal was seen: an exit 0 now means "preempted" (sent once)."""
@@ -94,7 +97,10 @@ class PreemptContext:
 
 
 class LocalPreemptContext:
-    """Off-cluster: nothing ever preempts."""
+    """Off-cluster: nothing ever preempts (a distributed job still synchronises, as on cluster)."""
+
+    def __init__(self, dist: DistributedContext | None = None) -> None:
+        self._dist = dist
 
     def start(self) -> None:
         """No-op."""
@@ -103,7 +109,9 @@ class LocalPreemptContext:
         """No-op."""
 
     def should_preempt(self, auto_ack: bool = True) -> bool:
-        """Always False."""
+        """Always False; in a distributed job every rank must still call it in step."""
+        if self._dist is not None:
+            self._dist.broadcast(False)
         return False
 
     def acknowledge_preemption_signal(self) -> None:

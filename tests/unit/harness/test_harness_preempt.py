@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import det_harness as det
+import pytest
 from det_harness.core import DistributedContext
 from harness_fake_master import FakeMaster
 
@@ -40,9 +41,12 @@ def test_no_auto_ack(on_cluster: FakeMaster) -> None:
 
 
 def test_non_chief_does_not_watch_or_report(on_cluster: FakeMaster) -> None:
+    # A non-chief asks the chief (test_collectives.py covers the real exchange); without a
+    # collective port to reach it, it says what to set.
     dist = DistributedContext(rank=1, size=2, local_rank=1, local_size=2)
     with det.core.init(distributed=dist) as core:
-        assert core.preempt.should_preempt() is False
+        with pytest.raises(ValueError, match="DET_COLLECTIVE_PORT"):
+            core.preempt.should_preempt()
         core.train.report_training_metrics(1, {"loss": 1.0})
     assert on_cluster.find("GET", "/api/v1/allocations/") == []
     assert on_cluster.find("POST", "/api/v1/trials/3/metrics") == []
