@@ -30,7 +30,8 @@ from _common import (
     run_json,
 )
 
-BENCHES = ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm5_query.py", "bm7_footprint.py"]
+BENCHES = ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py", "bm5_query.py",
+           "bm7_footprint.py"]
 
 # (key, label, bench, field, target, better)
 TARGETS = [
@@ -51,6 +52,14 @@ TARGETS = [
     ("bm2_floor", "BM-2 wall / launch floor (x)", "bm2_launch", "wall_over_floor", 1.5, "lower"),
     ("bm2_p50", "BM-2 allocation -> first report p50 (ms)", "bm2_launch", "alloc_to_first_report_p50_ms", 150, "lower"),
     ("bm2_p95", "BM-2 allocation -> first report p95 (ms)", "bm2_launch", "alloc_to_first_report_p95_ms", 300, "lower"),
+    ("bm4_rate", "BM-4 persisted placements/s (5k one-slot trials, 50 slots)", "bm4_scheduler",
+     "placements_per_s", 500, "higher"),
+    ("bm4_vs_ref_b", "BM-4 placements/s / SQLite 100 UPDATEs per FULL commit (x)", "bm4_scheduler",
+     "ratio_vs_ref_b", 0.5, "higher"),
+    ("bm4_pass_p99", "BM-4 scheduling pass p99 at ~5k pending (ms)", "bm4_scheduler", "pass_p99_ms", 50, "lower"),
+    ("bm4_q2a_p99", "BM-4 queue -> allocated p99 (ms)", "bm4_scheduler", "queue_to_alloc_p99_ms", 1000, "lower"),
+    ("bm4_fair", "BM-4 fair-share deviation, max over job-queue samples", "bm4_scheduler",
+     "fair_share_dev_max", 0.1, "lower"),
     ("bm5_q1", "BM-5 Q1 p50 via REST (ms)", "bm5_query", "q1_ms", 5, "lower"),
     ("bm5_q1_raw", "BM-5 Q1 REST / raw SQL (x)", "bm5_query", "q1_vs_raw_x", 3, "lower"),
     ("bm5_q1_mlflow", "BM-5 Q1 speed-up vs MLflow (x)", "bm5_query", "ratio_q1_vs_mlflow", 5, "higher"),

@@ -60,7 +60,12 @@ def _killpg(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass  # the group is already gone
+        # No such group: either it is gone, or a warm-started task was forked but has not
+        # called setsid() yet (it is still a lone process, so killing it kills the task).
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 @dataclasses.dataclass(eq=False)

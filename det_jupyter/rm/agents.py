@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +49,14 @@ class AgentHandle:
 
 @dataclass(frozen=True)
 class PassRecord:
+    """One scheduling pass: its time in all and in its three parts (read, decide, carry out)."""
+
     ms: float
     pending: int
     placed: int
+    snapshot_ms: float = 0.0
+    decide_ms: float = 0.0
+    apply_ms: float = 0.0
 
 
 class AgentRM:
@@ -139,6 +144,11 @@ class AgentRM:
             return
         log.warning("agent %s did not come back; failing its %d allocations", agent_id, len(agent.used))
         for alloc_id in list(agent.used):
+            task_id, trial_id = self._meta(alloc_id)
+            self._logs.append_system(
+                task_id=task_id, allocation_id=alloc_id, trial_id=trial_id, level="WARNING",
+                message=f"agent {agent_id} was away longer than {self._reconnect_wait_s:g} s; "
+                        "this run ended (a trial restarts from its latest checkpoint)")
             self._allocs.exited(alloc_id, -1, f"agent {agent_id} was lost", agent_id=agent_id)
 
     # -- admin --------------------------------------------------------------------------
@@ -271,17 +281,18 @@ class AgentRM:
 
     def _schedule_pass(self) -> None:
         self._pass_scheduled = False
-        began = time.perf_counter()
+        marks = [time.perf_counter()]
         placed = 0
         pending = 0
         try:
             snap = self.snapshot()
+            marks.append(time.perf_counter())
             pending = len(snap.pending)
             if not snap.agents or not (snap.pending or snap.running):
                 return
             decisions = self.decide(snap)
-            for alloc_id, placement in decisions.assignments.items():
-                placed += self._place(alloc_id, placement)
+            marks.append(time.perf_counter())
+            placed = self._place(decisions.assignments)
             for alloc_id in decisions.preemptions:
                 log.info("preempting %s to make room", alloc_id)
                 self._allocs.preempt(alloc_id, self._preemption_timeout_s)
@@ -289,25 +300,37 @@ class AgentRM:
             log.exception("scheduling pass failed")
         finally:
             if pending:
+                marks += [time.perf_counter()] * (4 - len(marks))
+                ms = [(b - a) * 1000 for a, b in zip(marks, marks[1:], strict=False)]
                 self.passes += 1
-                self.recent_passes.append(
-                    PassRecord((time.perf_counter() - began) * 1000, pending, placed))
+                self.recent_passes.append(PassRecord(
+                    (marks[-1] - marks[0]) * 1000, pending, placed, *ms))
 
-    def _place(self, alloc_id: str, placement: tuple[scheduler.Placement, ...]) -> int:
-        if any(p.agent_id not in self.agents for p in placement):
+    def _place(self, assignments: Mapping[str, tuple[scheduler.Placement, ...]]) -> int:
+        """Carry out a pass's placements (one transaction) and start them; how many started."""
+        gangs: dict[str, list[Container]] = {}
+        for alloc_id, placement in assignments.items():
+            if any(p.agent_id not in self.agents for p in placement):
+                continue
+            gangs[alloc_id] = [Container(p.agent_id, tuple(p.slot_ids), self.agents[p.agent_id].address)
+                               for p in placement]
+        if not gangs:
             return 0
-        gang = [Container(p.agent_id, tuple(p.slot_ids), self.agents[p.agent_id].address)
-                for p in placement]
-        for c in gang:
-            self.agents[c.agent_id].used[alloc_id] = list(c.slot_ids)
-        specs = self._allocs.assign(alloc_id, gang)
-        if specs is None:
+        for alloc_id, gang in gangs.items():
             for c in gang:
-                self.agents[c.agent_id].used.pop(alloc_id, None)
-            return 0
-        for c, spec in zip(gang, specs, strict=True):
-            self.start(c.agent_id, alloc_id, spec)
-        return 1
+                self.agents[c.agent_id].used[alloc_id] = list(c.slot_ids)
+        specs: dict[str, list[dict]] = {}
+        try:
+            specs = self._allocs.assign_many(list(gangs.items()))
+        finally:  # what was not placed (or a failed transaction) gives its slots back
+            for alloc_id, gang in gangs.items():
+                if alloc_id not in specs:
+                    for c in gang:
+                        self.agents[c.agent_id].used.pop(alloc_id, None)
+        for alloc_id, alloc_specs in specs.items():
+            for c, spec in zip(gangs[alloc_id], alloc_specs, strict=True):
+                self.start(c.agent_id, alloc_id, spec)
+        return len(specs)
 
     def launch_warnings(self, requested_pool: str, slots: int) -> list[str]:
         """``v1LaunchWarning``s for a new task: more slots than its pool has right now (it is

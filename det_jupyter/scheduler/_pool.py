@@ -33,7 +33,10 @@ class PoolState:
         agents = [a for a in snapshot.agents if a.pool == pool]
         enabled = [a for a in agents if a.enabled]
         self.totals = {a.agent_id: a.total for a in enabled}
+        self._capacity = sum(self.totals.values())
+        self._largest = max(self.totals.values(), default=0)
         self.free: dict[str, set[int]] = {a.agent_id: set(a.free) for a in enabled}
+        self.free_total = sum(len(ids) for ids in self.free.values())  # kept by _take
         self.releasing: dict[str, set[int]] = {a.agent_id: set() for a in enabled}
         self.running = [r for r in snapshot.running if r.pool == pool]
         # Per job: every slot held, reserved or assigned (what max_slots caps) ...
@@ -59,11 +62,11 @@ class PoolState:
     @property
     def capacity(self) -> int:
         """Slots on the pool's enabled agents."""
-        return sum(self.totals.values())
+        return self._capacity
 
     @property
     def largest_agent(self) -> int:
-        return max(self.totals.values(), default=0)
+        return self._largest
 
     def spans(self, slots: int) -> bool:
         """A gang spans agents only when no single agent of the pool could ever hold it."""
@@ -94,6 +97,8 @@ class PoolState:
         """Assign the request to free slots now (on ``agents`` only, if given)."""
         if req.slots == 0:
             return self._place_zero(req)
+        if req.slots > self.free_total:
+            return False  # cheap: a full pool is the common case behind a long queue
         placement = self._fit(req, self._view(agents))
         if placement is None:
             return False
@@ -192,7 +197,9 @@ class PoolState:
 
     def _take(self, placement: tuple[Placement, ...]) -> None:
         for agent, slot_ids in placement:
+            before = len(self.free[agent])
             self.free[agent].difference_update(slot_ids)
+            self.free_total -= before - len(self.free[agent])
             self.releasing[agent].difference_update(slot_ids)
 
     def _place_zero(self, req: Request) -> bool:

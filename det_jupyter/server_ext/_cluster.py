@@ -17,6 +17,9 @@ from ._base import DetHandler, _bearer
 
 log = logging.getLogger("det_jupyter.agents")
 
+PING_INTERVAL_S = 5.0
+PING_TIMEOUT_S = 15.0
+
 
 class AgentSocket(websocket.WebSocketHandler):
     """``/agents?id=…`` — one per agent; authenticated by the agent token before the upgrade."""
@@ -30,6 +33,16 @@ class AgentSocket(websocket.WebSocketHandler):
 
     def check_origin(self, origin: str) -> bool:
         return False  # agents are not browsers; a browser page must never connect here
+
+    # An agent that goes silent (stopped, or a cable pulled: no FIN ever comes) must lose its
+    # connection, so that the reconnect wait starts; pings find it.
+    @property
+    def ping_interval(self) -> float:
+        return PING_INTERVAL_S
+
+    @property
+    def ping_timeout(self) -> float:
+        return PING_TIMEOUT_S
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
         token = _bearer(self.request.headers.get("Authorization")) or ""
@@ -223,7 +236,10 @@ class SchedulerStatsHandler(DetHandler):
     def get(self) -> None:
         rm = self.master.rm
         self.send({"passes": rm.passes, "recentPasses": [
-            {"ms": round(p.ms, 3), "pending": p.pending, "placed": p.placed} for p in rm.recent_passes
+            {"ms": round(p.ms, 3), "pending": p.pending, "placed": p.placed,
+             "snapshotMs": round(p.snapshot_ms, 3), "decideMs": round(p.decide_ms, 3),
+             "applyMs": round(p.apply_ms, 3)}
+            for p in rm.recent_passes
         ]})
 
 

@@ -9,7 +9,7 @@ only while it is not TERMINATED. Preemption is cooperative: the task long-polls
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,8 +52,11 @@ class Gang:
 class AllocationOwner(Protocol):
     """What owns allocations of a task type (trials now; notebooks and commands later)."""
 
-    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
-        """The TaskSpecs (docs/internals.md) for a run of ``alloc``: one per container."""
+    def build_specs(
+        self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
+    ) -> list[dict]:
+        """The TaskSpecs (docs/internals.md) for a run of ``alloc``: one per container; writes
+        what starting a run changes through ``conn`` (the placement's transaction) if given."""
 
     def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
         """React to the end of an allocation (decide restart, completion, error)."""
@@ -94,6 +97,8 @@ class AllocationService:
         self.owner: AllocationOwner | None = None
         self.launcher: Launcher | None = None
         self.on_change: Callable[[], None] = lambda: None
+        self._pending_view: dict[str, scheduler.Request] | None = None  # see scheduler_view
+        self._started: list[str] = []  # started() of this loop turn, written together
 
     # -- requests -----------------------------------------------------------------------
 
@@ -128,6 +133,7 @@ class AllocationService:
                 acked_preemption=False,
             )
         )
+        self._pending_view = None
         return allocation_id
 
     def pending(self) -> list[sa.Row]:
@@ -152,49 +158,71 @@ class AllocationService:
     def assign(self, allocation_id: str, gang: list[Container]) -> list[dict] | None:
         """Mark a pending allocation placed on ``gang`` (chief first) and return the specs to
         send, one per container; None if it is no longer pending."""
-        token = new_token()
-        chief = gang[0]
-        port = self._free_port()
-        with self._engine.begin() as conn:
-            updated = conn.execute(
-                sa.update(t.allocations)
-                .where(
-                    t.allocations.c.allocation_id == allocation_id,
-                    t.allocations.c.state == AllocState.PENDING.value,
-                )
-                .values(
-                    state=AllocState.ASSIGNED.value,
-                    agent_id=chief.agent_id,
-                    slot_ids=list(chief.slot_ids),
-                    placement=[[c.agent_id, list(c.slot_ids)] for c in gang],
-                    token_hash=token_hash(token),
-                    start_time=self._clock.now(),
-                )
-            ).rowcount
-            if not updated:
-                return None
-            alloc = conn.execute(
-                sa.select(t.allocations).where(t.allocations.c.allocation_id == allocation_id)
-            ).one()
-        self._live[allocation_id] = _Live(
-            preempt=asyncio.Event(), containers={c.agent_id for c in gang}, port=port)
-        assert self.owner is not None
-        return self.owner.build_specs(alloc, Gang(tuple(gang), port, port + 1), token)
+        return self.assign_many([(allocation_id, gang)]).get(allocation_id)
 
-    def _free_port(self) -> int:
-        taken = {live.port for live in self._live.values()}
-        for i in range(PORT_BLOCKS):
-            port = PORT_BASE + PORT_BLOCK * i
-            if port not in taken:
-                return port
-        raise Conflict(f"all {PORT_BLOCKS} rendezvous port blocks from {PORT_BASE} are in use")
+    def assign_many(
+        self, placements: Sequence[tuple[str, list[Container]]]
+    ) -> dict[str, list[dict]]:
+        """``assign`` for a whole scheduling pass in one transaction: the specs of every
+        allocation that was still pending."""
+        taken = {live.port for live in self._live.values() if live.port is not None}
+        placed: dict[str, tuple[list[dict], list[Container], int]] = {}
+        assert self.owner is not None
+        with self._engine.begin() as conn:
+            for allocation_id, gang in placements:
+                token = new_token()
+                chief = gang[0]
+                port = _free_port(taken)
+                alloc = conn.execute(
+                    sa.update(t.allocations)
+                    .where(
+                        t.allocations.c.allocation_id == allocation_id,
+                        t.allocations.c.state == AllocState.PENDING.value,
+                    )
+                    .values(
+                        state=AllocState.ASSIGNED.value,
+                        agent_id=chief.agent_id,
+                        slot_ids=list(chief.slot_ids),
+                        placement=[[c.agent_id, list(c.slot_ids)] for c in gang],
+                        token_hash=token_hash(token),
+                        start_time=self._clock.now(),
+                    )
+                    .returning(*t.allocations.c)
+                ).first()
+                if alloc is None:
+                    self.invalidate()  # the copy thought it pending
+                    continue
+                taken.add(port)
+                # The run's own writes (run id, rewind) commit with the placement.
+                specs = self.owner.build_specs(alloc, Gang(tuple(gang), port, port + 1), token, conn=conn)
+                placed[allocation_id] = (specs, gang, port)
+        for allocation_id, (_, gang, port) in placed.items():
+            if self._pending_view is not None:
+                self._pending_view.pop(allocation_id, None)
+            self._live[allocation_id] = _Live(
+                preempt=asyncio.Event(), containers={c.agent_id for c in gang}, port=port)
+        return {allocation_id: specs for allocation_id, (specs, _, _) in placed.items()}
 
     def started(self, allocation_id: str) -> None:
+        """The agent started it. Starts that arrive in one event-loop turn are written in one
+        statement at the end of the turn (at once when no loop runs)."""
+        self._started.append(allocation_id)
+        if len(self._started) > 1:
+            return  # a flush is already scheduled
+        try:
+            asyncio.get_running_loop().call_soon(self._flush_started)
+        except RuntimeError:
+            self._flush_started()
+
+    def _flush_started(self) -> None:
+        ids, self._started = self._started, []
+        if not ids:
+            return
         with self._engine.begin() as conn:
             conn.execute(
                 sa.update(t.allocations)
                 .where(
-                    t.allocations.c.allocation_id == allocation_id,
+                    t.allocations.c.allocation_id.in_(ids),
                     t.allocations.c.state == AllocState.ASSIGNED.value,
                 )
                 .values(state=AllocState.RUNNING.value)
@@ -226,13 +254,9 @@ class AllocationService:
             exit_code, reason = live.failure
         with self._engine.begin() as conn:
             alloc = conn.execute(
-                sa.select(t.allocations).where(t.allocations.c.allocation_id == allocation_id)
-            ).first()
-            if alloc is None or alloc.state == AllocState.TERMINATED.value:
-                return
-            conn.execute(
                 sa.update(t.allocations)
-                .where(t.allocations.c.allocation_id == allocation_id)
+                .where(t.allocations.c.allocation_id == allocation_id,
+                       t.allocations.c.state != AllocState.TERMINATED.value)
                 .values(
                     state=AllocState.TERMINATED.value,
                     exit_code=exit_code,
@@ -240,10 +264,12 @@ class AllocationService:
                     token_hash=None,
                     end_time=self._clock.now(),
                 )
-            )
-            alloc = conn.execute(
-                sa.select(t.allocations).where(t.allocations.c.allocation_id == allocation_id)
-            ).one()
+                .returning(*t.allocations.c)
+            ).first()
+            if alloc is None:
+                return
+        if self._pending_view is not None:
+            self._pending_view.pop(allocation_id, None)
         for key in [k for k, p in self._principals.items() if p.allocation_id == allocation_id]:
             del self._principals[key]
         live = self._live.pop(allocation_id, None)
@@ -391,9 +417,27 @@ class AllocationService:
                     out[alloc.allocation_id] = list(slot_ids)
         return out
 
+    def invalidate(self) -> None:
+        """Pending requests changed in the database behind this service's back (a job's
+        settings were edited): the next scheduler view reads them again."""
+        self._pending_view = None
+
     def scheduler_view(self) -> tuple[list[scheduler.Request], list[scheduler.Running]]:
-        """Pending and slot-holding allocations as the scheduler sees them (one query): each
-        with its job's priority, weight, max_slots and queue position."""
+        """Pending and slot-holding allocations as the scheduler sees them, each with its job's
+        priority, weight, max_slots and queue position.
+
+        The pending part is kept between passes (a long queue is read once, not every pass):
+        it is dropped by every new request and by ``invalidate``, and an allocation leaves it
+        when placed or ended. Every write to pending rows goes through this service (or calls
+        ``invalidate``) in the event loop's thread, so the copy never lags a committed change.
+        """
+        if self._pending_view is None:
+            rows = self._view_rows(AllocState.PENDING.value)
+            self._pending_view = {r.allocation_id: _request(r) for r in rows}
+        running = [_running(r) for r in self._view_rows(*LIVE_STATES)]
+        return list(self._pending_view.values()), running
+
+    def _view_rows(self, *states: str) -> list[Any]:
         a, j = t.allocations, t.jobs
         q = (
             sa.select(
@@ -403,30 +447,10 @@ class AllocationService:
                 j.c.priority.label("job_priority"), j.c.weight, j.c.max_slots, j.c.queue_position,
             )
             .select_from(a.outerjoin(j, j.c.job_id == a.c.job_id))
-            .where(a.c.state.in_([AllocState.PENDING.value, *LIVE_STATES]))
+            .where(a.c.state.in_(states))
         )
-        pending: list[scheduler.Request] = []
-        running: list[scheduler.Running] = []
         with self._reader.connect() as conn:
-            rows = conn.execute(q).all()
-        for r in rows:
-            priority = r.job_priority if r.job_priority is not None else r.priority
-            position = r.queue_position if r.queue_position is not None else r.submitted_at
-            weight = r.weight or 1.0
-            if r.state == AllocState.PENDING.value:
-                pending.append(scheduler.Request(
-                    r.allocation_id, r.slots, priority, position, r.resource_pool,
-                    job_id=r.job_id or "", weight=weight, preemptible=r.trial_id is not None,
-                    max_slots=r.max_slots,
-                ))
-            else:
-                running.append(scheduler.Running(
-                    r.allocation_id, r.job_id or "",
-                    tuple(scheduler.Placement(agent, tuple(ids)) for agent, ids in _placement(r)),
-                    priority, position, r.resource_pool, weight=weight,
-                    preemptible=r.trial_id is not None, preempting=bool(r.preempt_requested),
-                ))
-        return pending, running
+            return list(conn.execute(q))
 
     def recover(self) -> list[sa.Row]:
         """After a master restart: every allocation that was placed died with the old master
@@ -456,7 +480,35 @@ class AllocationService:
 
 
 
+def _free_port(taken: set[int]) -> int:
+    for i in range(PORT_BLOCKS):
+        port = PORT_BASE + PORT_BLOCK * i
+        if port not in taken:
+            return port
+    raise Conflict(f"all {PORT_BLOCKS} rendezvous port blocks from {PORT_BASE} are in use")
+
+
 LIVE_STATES = (AllocState.ASSIGNED.value, AllocState.RUNNING.value, AllocState.TERMINATING.value)
+
+
+def _request(r: Any) -> scheduler.Request:
+    return scheduler.Request(
+        r.allocation_id, r.slots, r.job_priority if r.job_priority is not None else r.priority,
+        r.queue_position if r.queue_position is not None else r.submitted_at, r.resource_pool,
+        job_id=r.job_id or "", weight=r.weight or 1.0, preemptible=r.trial_id is not None,
+        max_slots=r.max_slots,
+    )
+
+
+def _running(r: Any) -> scheduler.Running:
+    return scheduler.Running(
+        r.allocation_id, r.job_id or "",
+        tuple(scheduler.Placement(agent, tuple(ids)) for agent, ids in _placement(r)),
+        r.job_priority if r.job_priority is not None else r.priority,
+        r.queue_position if r.queue_position is not None else r.submitted_at, r.resource_pool,
+        weight=r.weight or 1.0, preemptible=r.trial_id is not None,
+        preempting=bool(r.preempt_requested),
+    )
 
 
 def _placement(alloc: Any) -> list[tuple[str, list[int]]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,10 +145,12 @@ class CommandService:
 
     # -- the AllocationOwner protocol ---------------------------------------------------
 
-    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
-        with self._reader.connect() as conn:
-            cmd = conn.execute(sa.select(t.commands).where(t.commands.c.task_id == alloc.task_id)).one()
-            owner = conn.execute(sa.select(t.users.c.username).where(t.users.c.id == cmd.owner_id)).scalar_one()
+    def build_specs(
+        self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
+    ) -> list[dict]:
+        with (self._reader.connect() if conn is None else nullcontext(conn)) as c:
+            cmd = c.execute(sa.select(t.commands).where(t.commands.c.task_id == alloc.task_id)).one()
+            owner = c.execute(sa.select(t.users.c.username).where(t.users.c.id == cmd.owner_id)).scalar_one()
         ident = self.identity
         specs = []
         addrs = [c.address for c in gang.containers]
@@ -215,8 +218,10 @@ class OwnerRouter:
     def _owner(self, alloc: sa.Row) -> Any:
         return self._trials if alloc.trial_id is not None else self._commands
 
-    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
-        return self._owner(alloc).build_specs(alloc, gang, token)
+    def build_specs(
+        self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
+    ) -> list[dict]:
+        return self._owner(alloc).build_specs(alloc, gang, token, conn=conn)
 
     def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
         self._owner(alloc).allocation_exited(alloc, exit_code, reason)

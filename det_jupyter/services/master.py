@@ -87,11 +87,15 @@ class Master:
             reconnect_wait_s=settings.agent_reconnect_wait_s,
             preemption_timeout_s=settings.preemption_timeout_s,
         )
-        self.jobs = JobControl(self.engine, self.resources, self.rm.schedule_soon)
+        self.jobs = JobControl(self.engine, self.resources, self._jobs_changed)
         self.commands = CommandService(self.engine, self.clock, self.allocations, self.identity)
         self.commands.resources = self.resources
         self.allocations.owner = OwnerRouter(self.trials, self.commands)
         self.allocations.launcher = self.rm
+
+    def _jobs_changed(self) -> None:
+        self.allocations.invalidate()  # pending requests carry their job's settings
+        self.rm.schedule_soon()
 
     def _cluster_id(self) -> str:
         with self.engine.begin() as conn:

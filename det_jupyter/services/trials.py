@@ -31,6 +31,8 @@ from .cluster_info import build_info_files
 from .metrics import recompute_summary
 
 SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
+# What trials read of their experiment: never its searcher state (large, and JSON to decode).
+_EXP = (t.experiments.c.id, t.experiments.c.state, t.experiments.c.config, t.experiments.c.owner_id)
 DEFAULT_PRIORITY = 42
 
 
@@ -179,7 +181,7 @@ class TrialService:
 
     def resume_all(self, exp_id: int) -> None:
         with self._engine.begin() as conn:
-            exp = conn.execute(sa.select(t.experiments).where(t.experiments.c.id == exp_id)).one()
+            exp = conn.execute(sa.select(*_EXP).where(t.experiments.c.id == exp_id)).one()
             for trial in conn.execute(
                 sa.select(t.trials).where(t.trials.c.experiment_id == exp_id, t.trials.c.state == State.PAUSED.value)
             ).all():
@@ -210,36 +212,44 @@ class TrialService:
 
     # -- running ------------------------------------------------------------------------
 
-    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
+    def build_specs(
+        self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
+    ) -> list[dict]:
         """Start a new run of the trial: rewind metrics past its checkpoint, build one spec per
-        container of its gang."""
-        with self._engine.begin() as conn:
-            trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == alloc.trial_id)).one()
-            exp = conn.execute(sa.select(t.experiments).where(t.experiments.c.id == trial.experiment_id)).one()
-            owner = conn.execute(sa.select(t.users.c.username).where(t.users.c.id == exp.owner_id)).scalar_one()
-            ckpt_steps = 0
-            if trial.latest_checkpoint:
-                ckpt_steps = conn.execute(
-                    sa.select(t.checkpoints.c.steps_completed).where(t.checkpoints.c.uuid == trial.latest_checkpoint)
-                ).scalar() or 0
-            run_id = trial.run_id + 1
-            if trial.run_id:  # a first run has nothing to rewind
-                # Whatever an earlier run reported past the checkpoint will be reported again.
-                conn.execute(
-                    sa.update(t.metrics)
-                    .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
-                    .values(archived=True)
-                )
-                recompute_summary(conn, trial.id, exp.config)
+        container of its gang (in ``conn``'s transaction when given)."""
+        if conn is None:
+            with self._engine.begin() as own:
+                return self.build_specs(alloc, gang, token, conn=own)
+        trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == alloc.trial_id)).one()
+        exp = conn.execute(
+            sa.select(*_EXP, t.users.c.username)
+            .join(t.users, t.users.c.id == t.experiments.c.owner_id)
+            .where(t.experiments.c.id == trial.experiment_id)
+        ).one()
+        owner = exp.username
+        ckpt_steps = 0
+        if trial.latest_checkpoint:
+            ckpt_steps = conn.execute(
+                sa.select(t.checkpoints.c.steps_completed).where(t.checkpoints.c.uuid == trial.latest_checkpoint)
+            ).scalar() or 0
+        run_id = trial.run_id + 1
+        if trial.run_id:  # a first run has nothing to rewind
+            # Whatever an earlier run reported past the checkpoint will be reported again.
             conn.execute(
-                sa.update(t.trials)
-                .where(t.trials.c.id == trial.id)
-                .values(run_id=run_id, total_batches=ckpt_steps)
+                sa.update(t.metrics)
+                .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
+                .values(archived=True)
             )
-            conn.execute(
-                sa.update(t.allocations).where(t.allocations.c.allocation_id == alloc.allocation_id).values(run_id=run_id)
-            )
-            digest = self._context_digest(conn, exp.id)
+            recompute_summary(conn, trial.id, exp.config)
+        conn.execute(
+            sa.update(t.trials)
+            .where(t.trials.c.id == trial.id)
+            .values(run_id=run_id, total_batches=ckpt_steps)
+        )
+        conn.execute(
+            sa.update(t.allocations).where(t.allocations.c.allocation_id == alloc.allocation_id).values(run_id=run_id)
+        )
+        digest = self._context_digest(conn, exp.id)
         specs = []
         for rank in range(len(gang.containers)):
             spec = self._spec(alloc, trial, exp, owner, run_id, ckpt_steps, gang, rank, token)
@@ -361,7 +371,7 @@ class TrialService:
         searcher_events: list[SearcherEvent] = []
         with self._engine.begin() as conn:
             trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == alloc.trial_id)).one()
-            exp = conn.execute(sa.select(t.experiments).where(t.experiments.c.id == trial.experiment_id)).one()
+            exp = conn.execute(sa.select(*_EXP).where(t.experiments.c.id == trial.experiment_id)).one()
             state = State(trial.state)
             rid = trial.request_id
             if state in STOPPING:

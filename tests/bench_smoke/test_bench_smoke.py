@@ -37,7 +37,8 @@ def test_smoke(script: str, keys: set[str], limit: int) -> None:
     assert not summary.get("peers"), "smoke runs must not run peers"
 
 
-@pytest.mark.parametrize("script", ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm5_query.py"])
+@pytest.mark.parametrize("script", ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py",
+                                    "bm5_query.py"])
 def test_smoke_on_postgres(script: str) -> None:
     """The benchmarks that run a master also run on PostgreSQL, in a database of their own that
     they drop afterwards."""
@@ -63,3 +64,25 @@ def test_bm3_gate_agrees_in_smoke() -> None:
                           capture_output=True, text=True, timeout=60, cwd=BENCH.parent)
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["gate_reports"] > 0 and summary["gate_mismatches"] == 0
+
+
+def test_bm4_smoke_places_every_trial() -> None:
+    """BM-4 at small counts (2 experiments x 20 trials, 2 fake agents x 2 slots): every trial
+    is placed once on a real slot, and every figure of the summary is there."""
+    proc = subprocess.run([sys.executable, str(BENCH / "bm4_scheduler.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=90, cwd=BENCH.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    keys = {"placements_per_s", "ratio_vs_ref_b", "ref_a_updates_per_s", "ref_b_updates_per_s",
+            "queue_to_alloc_p99_ms", "pass_p99_ms", "pass_stats", "fair_share_dev_max",
+            "placement_share_dev", "scheduler_type", "master_cpu_ms_per_placement"}
+    assert keys <= summary.keys(), f"missing {keys - summary.keys()}"
+    assert summary["smoke"] is True and not summary["peers"]
+    run = summary["runs"][0]
+    assert summary["complete"] is True and run["placements"] == 40
+    assert run["agents"]["starts"] == 40 and run["agents"]["bad_slot_ids"] == 0
+    assert sum(run["agents"]["per_agent"].values()) == 40
+    for key in ("placements_per_s", "ref_b_updates_per_s", "queue_to_alloc_p99_ms", "placement_share_dev"):
+        assert isinstance(summary[key], float), (key, summary[key])
+    assert isinstance(summary["scheduler_type"], str)
+    assert summary["pass_stats"] == "ok" or summary["pass_stats"].startswith("not available")

@@ -20,7 +20,7 @@ class RecordingOwner:
     def __init__(self) -> None:
         self.exits: list[tuple[str, int | None, str | None]] = []
 
-    def build_specs(self, alloc: sa.Row, gang: Gang, token: str) -> list[dict]:
+    def build_specs(self, alloc: sa.Row, gang: Gang, token: str, **_: object) -> list[dict]:
         return [{"allocation_id": alloc.allocation_id, "agent_id": c.agent_id, "rank": rank,
                  "token": token, "port": gang.rendezvous_port}
                 for rank, c in enumerate(gang.containers)]
