@@ -26,6 +26,9 @@ log = logging.getLogger("det_jupyter.rm")
 
 #: How many recent passes the scheduler statistics keep.
 PASS_HISTORY = 1000
+#: Passes cheaper than this run at the next loop turn; dearer ones are spaced (schedule_soon).
+CHEAP_PASS_S = 0.005
+MAX_PASS_DELAY_S = 0.05
 
 
 @dataclass
@@ -85,6 +88,7 @@ class AgentRM:
         self._alloc_meta: dict[str, tuple[str, int | None]] = {}
         self._pass_scheduled = False
         self.passes = 0
+        self._last_pass_s = 0.0
         self.recent_passes: deque[PassRecord] = deque(maxlen=PASS_HISTORY)
 
     # -- connections --------------------------------------------------------------------
@@ -240,7 +244,14 @@ class AgentRM:
         except RuntimeError:
             return  # services used without an event loop (tests): there is nothing to place on
         self._pass_scheduled = True
-        loop.call_soon(self._schedule_pass)
+        # A cheap pass runs at the next loop turn. An expensive one (a long queue) waits as
+        # long as the last took, so passes use at most about half of the loop and each one
+        # carries out what a burst of events freed, instead of one pass per event.
+        delay = min(self._last_pass_s, MAX_PASS_DELAY_S) if self._last_pass_s > CHEAP_PASS_S else 0.0
+        if delay:
+            loop.call_later(delay, self._schedule_pass)
+        else:
+            loop.call_soon(self._schedule_pass)
 
     # -- placement ----------------------------------------------------------------------
 
@@ -299,6 +310,7 @@ class AgentRM:
         except Exception:  # a bad pass must not kill the loop; the next event retries
             log.exception("scheduling pass failed")
         finally:
+            self._last_pass_s = time.perf_counter() - marks[0]
             if pending:
                 marks += [time.perf_counter()] * (4 - len(marks))
                 ms = [(b - a) * 1000 for a, b in zip(marks, marks[1:], strict=False)]

@@ -58,8 +58,12 @@ class AllocationOwner(Protocol):
         """The TaskSpecs (docs/internals.md) for a run of ``alloc``: one per container; writes
         what starting a run changes through ``conn`` (the placement's transaction) if given."""
 
-    def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
-        """React to the end of an allocation (decide restart, completion, error)."""
+    def allocation_exited(
+        self, alloc: sa.Row, exit_code: int | None, reason: str | None,
+        conn: sa.Connection | None = None,
+    ) -> Callable[[], None] | None:
+        """React to the end of an allocation (decide restart, completion, error), writing in
+        ``conn``'s transaction when given; returns what must run once it committed."""
 
 
 class Launcher(Protocol):
@@ -173,22 +177,12 @@ class AllocationService:
                 token = new_token()
                 chief = gang[0]
                 port = _free_port(taken)
-                alloc = conn.execute(
-                    sa.update(t.allocations)
-                    .where(
-                        t.allocations.c.allocation_id == allocation_id,
-                        t.allocations.c.state == AllocState.PENDING.value,
-                    )
-                    .values(
-                        state=AllocState.ASSIGNED.value,
-                        agent_id=chief.agent_id,
-                        slot_ids=list(chief.slot_ids),
-                        placement=[[c.agent_id, list(c.slot_ids)] for c in gang],
-                        token_hash=token_hash(token),
-                        start_time=self._clock.now(),
-                    )
-                    .returning(*t.allocations.c)
-                ).first()
+                alloc = conn.execute(_ASSIGN, {
+                    "alloc_id": allocation_id, "agent_id": chief.agent_id,
+                    "slot_ids": list(chief.slot_ids),
+                    "placement": [[c.agent_id, list(c.slot_ids)] for c in gang],
+                    "token_hash": token_hash(token), "start_time": self._clock.now(),
+                }).first()
                 if alloc is None:
                     self.invalidate()  # the copy thought it pending
                     continue
@@ -219,14 +213,7 @@ class AllocationService:
         if not ids:
             return
         with self._engine.begin() as conn:
-            conn.execute(
-                sa.update(t.allocations)
-                .where(
-                    t.allocations.c.allocation_id.in_(ids),
-                    t.allocations.c.state == AllocState.ASSIGNED.value,
-                )
-                .values(state=AllocState.RUNNING.value)
-            )
+            conn.execute(_RUNNING, {"ids": ids})
         self.on_change()
 
     def exited(
@@ -253,21 +240,14 @@ class AllocationService:
         if live is not None and live.failure is not None:
             exit_code, reason = live.failure
         with self._engine.begin() as conn:
-            alloc = conn.execute(
-                sa.update(t.allocations)
-                .where(t.allocations.c.allocation_id == allocation_id,
-                       t.allocations.c.state != AllocState.TERMINATED.value)
-                .values(
-                    state=AllocState.TERMINATED.value,
-                    exit_code=exit_code,
-                    exit_reason=reason,
-                    token_hash=None,
-                    end_time=self._clock.now(),
-                )
-                .returning(*t.allocations.c)
-            ).first()
+            alloc = conn.execute(_TERMINATE, {
+                "alloc_id": allocation_id, "exit_code": exit_code, "exit_reason": reason,
+                "end_time": self._clock.now(),
+            }).first()
             if alloc is None:
                 return
+            assert self.owner is not None
+            follow = self.owner.allocation_exited(alloc, exit_code, reason, conn)
         if self._pending_view is not None:
             self._pending_view.pop(allocation_id, None)
         for key in [k for k, p in self._principals.items() if p.allocation_id == allocation_id]:
@@ -280,8 +260,8 @@ class AllocationService:
         if self.launcher is not None:
             self.launcher.released(allocation_id)
             self.launcher.schedule_soon()
-        assert self.owner is not None
-        self.owner.allocation_exited(alloc, exit_code, reason)
+        if follow is not None:
+            follow()
         self.on_change()
 
     # -- stopping -----------------------------------------------------------------------
@@ -478,6 +458,31 @@ class AllocationService:
                 ended.append(row)
         return ended
 
+
+
+# The statements of every allocation's life, built once (see trials._P).
+_P = sa.bindparam
+_A = t.allocations.c
+_ASSIGN = (
+    sa.update(t.allocations)
+    .where(_A.allocation_id == _P("alloc_id"), _A.state == AllocState.PENDING.value)
+    .values(state=AllocState.ASSIGNED.value, agent_id=_P("agent_id"), slot_ids=_P("slot_ids", type_=t.JSON),
+            placement=_P("placement", type_=t.JSON), token_hash=_P("token_hash"),
+            start_time=_P("start_time"))
+    .returning(*t.allocations.c)
+)
+_TERMINATE = (
+    sa.update(t.allocations)
+    .where(_A.allocation_id == _P("alloc_id"), _A.state != AllocState.TERMINATED.value)
+    .values(state=AllocState.TERMINATED.value, exit_code=_P("exit_code"),
+            exit_reason=_P("exit_reason"), token_hash=None, end_time=_P("end_time"))
+    .returning(*t.allocations.c)
+)
+_RUNNING = (
+    sa.update(t.allocations)
+    .where(_A.allocation_id.in_(_P("ids", expanding=True)), _A.state == AllocState.ASSIGNED.value)
+    .values(state=AllocState.RUNNING.value)
+)
 
 
 def _free_port(taken: set[int]) -> int:

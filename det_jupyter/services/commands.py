@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -185,9 +186,12 @@ class CommandService:
             specs.append(spec)
         return specs
 
-    def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
-        with self._engine.begin() as conn:
-            conn.execute(
+    def allocation_exited(
+        self, alloc: sa.Row, exit_code: int | None, reason: str | None,
+        conn: sa.Connection | None = None,
+    ) -> None:
+        with (self._engine.begin() if conn is None else nullcontext(conn)) as c:
+            c.execute(
                 sa.update(t.commands).where(t.commands.c.task_id == alloc.task_id)
                 .values(exit_code=exit_code, exit_reason=reason, end_time=self._clock.now())
             )
@@ -223,5 +227,8 @@ class OwnerRouter:
     ) -> list[dict]:
         return self._owner(alloc).build_specs(alloc, gang, token, conn=conn)
 
-    def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
-        self._owner(alloc).allocation_exited(alloc, exit_code, reason)
+    def allocation_exited(
+        self, alloc: sa.Row, exit_code: int | None, reason: str | None,
+        conn: sa.Connection | None = None,
+    ) -> Callable[[], None] | None:
+        return self._owner(alloc).allocation_exited(alloc, exit_code, reason, conn)

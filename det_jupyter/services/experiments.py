@@ -337,15 +337,15 @@ class ExperimentService:
             state = State(exp.state)
             if state in TERMINAL or state == State.PAUSED:
                 return
-            open_trials = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(t.trials)
+            open_trial = conn.execute(
+                sa.select(t.trials.c.state)
                 .where(
                     t.trials.c.experiment_id == exp_id,
                     t.trials.c.state.not_in([s.value for s in TERMINAL]),
                 )
-            ).scalar_one()
-            if open_trials:
+                .limit(1)
+            ).first()
+            if open_trial is not None:
                 return
             if state in STOPPING:
                 self._set_state(conn, exp_id, STOPPING_END[state])

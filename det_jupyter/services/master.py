@@ -95,6 +95,7 @@ class Master:
 
     def _jobs_changed(self) -> None:
         self.allocations.invalidate()  # pending requests carry their job's settings
+        self.trials.forget_configs()  # and configs mirror them
         self.rm.schedule_soon()
 
     def _cluster_id(self) -> str:

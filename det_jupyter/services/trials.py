@@ -32,7 +32,39 @@ from .metrics import recompute_summary
 
 SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
 # What trials read of their experiment: never its searcher state (large, and JSON to decode).
-_EXP = (t.experiments.c.id, t.experiments.c.state, t.experiments.c.config, t.experiments.c.owner_id)
+# (Nor its config: an experiment's config is read once and kept, see _config.)
+_EXP = (t.experiments.c.id, t.experiments.c.state, t.experiments.c.owner_id)
+
+# The statements of every trial run, built once: SQLAlchemy then skips building them and
+# computing their cache keys on each call (a third of their cost).
+_P = sa.bindparam
+_TRIAL = sa.select(t.trials).where(t.trials.c.id == _P("trial_id"))
+_EXP_OF = sa.select(*_EXP).where(t.experiments.c.id == _P("exp_id"))
+_EXP_AND_OWNER = (
+    sa.select(*_EXP, t.users.c.username)
+    .join(t.users, t.users.c.id == t.experiments.c.owner_id)
+    .where(t.experiments.c.id == _P("exp_id"))
+)
+_CKPT_STEPS = sa.select(t.checkpoints.c.steps_completed).where(t.checkpoints.c.uuid == _P("uuid"))
+_START_RUN = (
+    sa.update(t.trials).where(t.trials.c.id == _P("trial_id"))
+    .values(run_id=_P("run_id"), total_batches=_P("steps"))
+)
+_ALLOC_RUN = (
+    sa.update(t.allocations).where(t.allocations.c.allocation_id == _P("alloc_id"))
+    .values(run_id=_P("run_id"))
+)
+_END = (
+    sa.update(t.trials).where(t.trials.c.id == _P("trial_id"))
+    .values(state=_P("state"), end_time=_P("end_time"))
+)
+_REQUEST_INFO = (
+    sa.select(t.trials.c.task_id, t.experiments.c.job_id, t.jobs.c.priority, t.jobs.c.resource_pool)
+    .select_from(t.trials)
+    .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
+    .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
+    .where(t.trials.c.id == _P("trial_id"))
+)
 DEFAULT_PRIORITY = 42
 
 
@@ -57,6 +89,7 @@ class TrialService:
         self._identity = identity
         self._deferred: list[Callable[[], None]] = []
         self._context_digests: dict[int, str | None] = {}
+        self._configs: dict[int, tuple[dict, str]] = {}
         self.experiments: Any = None  # ExperimentService, wired by the Master
         self.searcher_batch: Any = None  # SearcherBatcher, wired by the Master
         self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
@@ -97,13 +130,7 @@ class TrialService:
         return trial_id
 
     def _request(self, conn: sa.Connection, trial_id: int, config: dict) -> None:
-        row = conn.execute(
-            sa.select(t.trials.c.task_id, t.experiments.c.job_id, t.jobs.c.priority, t.jobs.c.resource_pool)
-            .select_from(t.trials)
-            .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
-            .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
-            .where(t.trials.c.id == trial_id)
-        ).one()
+        row = conn.execute(_REQUEST_INFO, {"trial_id": trial_id}).one()
         res = config.get("resources", {})
         slots = int(res.get("slots_per_trial", 1))
         pool = row.resource_pool if row.resource_pool is not None else (res.get("resource_pool") or "")
@@ -181,13 +208,13 @@ class TrialService:
 
     def resume_all(self, exp_id: int) -> None:
         with self._engine.begin() as conn:
-            exp = conn.execute(sa.select(*_EXP).where(t.experiments.c.id == exp_id)).one()
+            config = self._config(conn, exp_id)
             for trial in conn.execute(
                 sa.select(t.trials).where(t.trials.c.experiment_id == exp_id, t.trials.c.state == State.PAUSED.value)
             ).all():
                 conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=State.ACTIVE.value))
                 if self._open_allocation(conn, trial.id) is None:
-                    self._request(conn, trial.id, exp.config)
+                    self._request(conn, trial.id, config)
         self.flush()
 
     def stop_all(self, exp_id: int, target: State, *, graceful: bool) -> None:
@@ -204,11 +231,7 @@ class TrialService:
         self.flush()
 
     def _end(self, conn: sa.Connection, trial_id: int, state: State) -> None:
-        conn.execute(
-            sa.update(t.trials)
-            .where(t.trials.c.id == trial_id)
-            .values(state=state.value, end_time=self._clock.now())
-        )
+        conn.execute(_END, {"trial_id": trial_id, "state": state.value, "end_time": self._clock.now()})
 
     # -- running ------------------------------------------------------------------------
 
@@ -220,18 +243,13 @@ class TrialService:
         if conn is None:
             with self._engine.begin() as own:
                 return self.build_specs(alloc, gang, token, conn=own)
-        trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == alloc.trial_id)).one()
-        exp = conn.execute(
-            sa.select(*_EXP, t.users.c.username)
-            .join(t.users, t.users.c.id == t.experiments.c.owner_id)
-            .where(t.experiments.c.id == trial.experiment_id)
-        ).one()
+        trial = conn.execute(_TRIAL, {"trial_id": alloc.trial_id}).one()
+        exp = conn.execute(_EXP_AND_OWNER, {"exp_id": trial.experiment_id}).one()
         owner = exp.username
+        self._config(conn, exp.id)  # _spec reads it from the cache
         ckpt_steps = 0
         if trial.latest_checkpoint:
-            ckpt_steps = conn.execute(
-                sa.select(t.checkpoints.c.steps_completed).where(t.checkpoints.c.uuid == trial.latest_checkpoint)
-            ).scalar() or 0
+            ckpt_steps = conn.execute(_CKPT_STEPS, {"uuid": trial.latest_checkpoint}).scalar() or 0
         run_id = trial.run_id + 1
         if trial.run_id:  # a first run has nothing to rewind
             # Whatever an earlier run reported past the checkpoint will be reported again.
@@ -240,15 +258,9 @@ class TrialService:
                 .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
                 .values(archived=True)
             )
-            recompute_summary(conn, trial.id, exp.config)
-        conn.execute(
-            sa.update(t.trials)
-            .where(t.trials.c.id == trial.id)
-            .values(run_id=run_id, total_batches=ckpt_steps)
-        )
-        conn.execute(
-            sa.update(t.allocations).where(t.allocations.c.allocation_id == alloc.allocation_id).values(run_id=run_id)
-        )
+            recompute_summary(conn, trial.id, self._config(conn, exp.id))
+        conn.execute(_START_RUN, {"trial_id": trial.id, "run_id": run_id, "steps": ckpt_steps})
+        conn.execute(_ALLOC_RUN, {"alloc_id": alloc.allocation_id, "run_id": run_id})
         digest = self._context_digest(conn, exp.id)
         specs = []
         for rank in range(len(gang.containers)):
@@ -257,6 +269,20 @@ class TrialService:
                 spec["context_digest"] = digest
             specs.append(spec)
         return specs
+
+    def _config(self, conn: sa.Connection, exp_id: int) -> dict:
+        """The experiment's expanded config, read once per master run with its JSON text
+        (every run of every trial gets it as DET_EXPERIMENT_CONFIG)."""
+        cached = self._configs.get(exp_id)
+        if cached is None:
+            config = conn.execute(
+                sa.select(t.experiments.c.config).where(t.experiments.c.id == exp_id)).scalar_one()
+            cached = self._configs[exp_id] = (config, json.dumps(config))
+        return cached[0]
+
+    def forget_configs(self) -> None:
+        """Configs were edited (a job's resources are mirrored into its experiment's config)."""
+        self._configs.clear()
 
     def _context_digest(self, conn: sa.Connection, exp_id: int) -> str | None:
         """``sha256:<hex>`` of the experiment's context archive (immutable, so hashed once per
@@ -272,7 +298,7 @@ class TrialService:
         self, alloc: Any, trial: Any, exp: Any, owner: str, run_id: int, steps: int,
         gang: Gang, rank: int, token: str,
     ) -> dict:
-        cfg = exp.config
+        cfg = self._configs[exp.id][0]
         me = gang.containers[rank]
         agent_id, slot_ids = me.agent_id, list(me.slot_ids)
         addrs = [c.address for c in gang.containers]
@@ -301,7 +327,7 @@ class TrialService:
             "DET_TRIAL_RUN_ID": str(run_id),
             "DET_TRIAL_SEED": str(trial.seed),
             "DET_HPARAMS": json.dumps(trial.hparams),
-            "DET_EXPERIMENT_CONFIG": json.dumps(cfg),
+            "DET_EXPERIMENT_CONFIG": self._configs[exp.id][1],
             "DET_STEPS_COMPLETED": str(steps),
             "DET_USE_TLS": "false",
             "DET_TASK_LOGGING_METADATA": json.dumps({"task_id": trial.task_id, "allocation_id": alloc.allocation_id}),
@@ -365,51 +391,67 @@ class TrialService:
             "mounts": mounts,
         }
 
-    def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
+    def allocation_exited(
+        self, alloc: sa.Row, exit_code: int | None, reason: str | None,
+        conn: sa.Connection | None = None,
+    ) -> Callable[[], None] | None:
+        """Decide what the exit means for the trial. With ``conn``, the decision is written in
+        that transaction (the allocation's own end) and what must follow its commit is
+        returned; without, both happen here."""
         if alloc.trial_id is None:
-            return
+            return None
+        if conn is None:
+            with self._engine.begin() as own:
+                follow = self.allocation_exited(alloc, exit_code, reason, own)
+            if follow is not None:
+                follow()
+            return None
         searcher_events: list[SearcherEvent] = []
-        with self._engine.begin() as conn:
-            trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == alloc.trial_id)).one()
-            exp = conn.execute(sa.select(*_EXP).where(t.experiments.c.id == trial.experiment_id)).one()
-            state = State(trial.state)
-            rid = trial.request_id
-            if state in STOPPING:
-                self._end(conn, trial.id, STOPPING_END[state])
-                if state == State.STOPPING_COMPLETED:
-                    searcher_events.append(SearcherEvent("trial_closed", rid))
-            elif state == State.ACTIVE:
-                if exp.state == State.PAUSED.value:
-                    conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=State.PAUSED.value))
-                elif exit_code is None or (exit_code == 0 and alloc.acked_preemption):
-                    self._request(conn, trial.id, exp.config)
-                elif exit_code == 0:
-                    self._end(conn, trial.id, State.COMPLETED)
-                    if trial.early_exit:
-                        why = (search.ExitedReason.INVALID_HP if "INVALID_HP" in trial.early_exit
-                               else search.ExitedReason.USER_CANCELED)
-                        searcher_events.append(SearcherEvent("trial_exited_early", rid, reason=why.value))
+        trial = conn.execute(_TRIAL, {"trial_id": alloc.trial_id}).one()
+        exp = conn.execute(_EXP_OF, {"exp_id": trial.experiment_id}).one()
+        config = self._config(conn, exp.id)
+        state = State(trial.state)
+        rid = trial.request_id
+        if state in STOPPING:
+            self._end(conn, trial.id, STOPPING_END[state])
+            if state == State.STOPPING_COMPLETED:
+                searcher_events.append(SearcherEvent("trial_closed", rid))
+        elif state == State.ACTIVE:
+            if exp.state == State.PAUSED.value:
+                conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=State.PAUSED.value))
+            elif exit_code is None or (exit_code == 0 and alloc.acked_preemption):
+                self._request(conn, trial.id, config)
+            elif exit_code == 0:
+                self._end(conn, trial.id, State.COMPLETED)
+                if trial.early_exit:
+                    why = (search.ExitedReason.INVALID_HP if "INVALID_HP" in trial.early_exit
+                           else search.ExitedReason.USER_CANCELED)
+                    searcher_events.append(SearcherEvent("trial_exited_early", rid, reason=why.value))
+                searcher_events.append(SearcherEvent("trial_closed", rid))
+            else:
+                restarts = trial.restarts + 1
+                conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(restarts=restarts))
+                if restarts > int(config.get("max_restarts", 5)):
+                    self._end(conn, trial.id, State.ERROR)
+                    searcher_events.append(
+                        SearcherEvent("trial_exited_early", rid, reason=search.ExitedReason.ERRORED.value))
                     searcher_events.append(SearcherEvent("trial_closed", rid))
                 else:
-                    restarts = trial.restarts + 1
-                    conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(restarts=restarts))
-                    if restarts > int(exp.config.get("max_restarts", 5)):
-                        self._end(conn, trial.id, State.ERROR)
-                        searcher_events.append(
-                            SearcherEvent("trial_exited_early", rid, reason=search.ExitedReason.ERRORED.value))
-                        searcher_events.append(SearcherEvent("trial_closed", rid))
-                    else:
-                        self._request(conn, trial.id, exp.config)
-        self.flush()
-        if searcher_events and self.searcher_batch is not None:
-            # Exits that reach the master in one loop turn share one searcher transaction with
-            # that turn's validations (group commit); the group checks the finish itself.
-            self.searcher_batch.add(trial.experiment_id, searcher_events)
-            self.searcher_batch.kick()
-            return
-        if searcher_events:
-            self.experiments.searcher_events(trial.experiment_id, searcher_events)
-        self.experiments.maybe_finish(trial.experiment_id)
+                    self._request(conn, trial.id, config)
+
+        def follow() -> None:
+            self.flush()
+            if searcher_events and self.searcher_batch is not None:
+                # Exits that reach the master in one loop turn share one searcher transaction with
+                # that turn's validations (group commit); the group checks the finish itself.
+                self.searcher_batch.add(trial.experiment_id, searcher_events)
+                self.searcher_batch.kick()
+                return
+            if searcher_events:
+                self.experiments.searcher_events(trial.experiment_id, searcher_events)
+            self.experiments.maybe_finish(trial.experiment_id)
+
+        return follow
 
     def recover(self) -> None:
         """After a restart: end stopping trials, queue active ones that have no allocation."""

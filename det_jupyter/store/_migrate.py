@@ -45,13 +45,15 @@ def _v2_chart_levels(conn: sa.Connection) -> None:
 
 def _v3_jobs(conn: sa.Connection) -> None:
     """The jobs table (one per experiment, filled from their configs), commands, allocations'
-    job and gang placement, and an index on allocation state for the scheduler's reads."""
+    job and gang placement, and indexes for the scheduler's reads (allocations by state, an
+    experiment's trials by state)."""
     if "jobs" in sa.inspect(conn).get_table_names():
         return
     json_type = t.allocations.c.placement.type.compile(dialect=conn.dialect)
     conn.execute(sa.text("ALTER TABLE allocations ADD COLUMN job_id VARCHAR(64)"))
     conn.execute(sa.text(f"ALTER TABLE allocations ADD COLUMN placement {json_type}"))
     next(ix for ix in t.allocations.indexes if ix.name == "ix_allocations_state").create(conn)
+    next(ix for ix in t.trials.indexes if ix.name == "ix_trials_experiment_state").create(conn)
     t.jobs.create(conn)
     t.commands.create(conn)
     for exp in conn.execute(sa.select(

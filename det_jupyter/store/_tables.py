@@ -151,6 +151,8 @@ trials = sa.Table(
     sa.Column("start_time", sa.Float, nullable=False),
     sa.Column("end_time", sa.Float),
     sa.UniqueConstraint("experiment_id", "request_id"),
+    # Migration 3: "is any trial of this experiment still open?" from the index alone.
+    sa.Index("ix_trials_experiment_state", "experiment_id", "state"),
 )
 
 allocations = sa.Table(

@@ -25,7 +25,8 @@ class RecordingOwner:
                  "token": token, "port": gang.rendezvous_port}
                 for rank, c in enumerate(gang.containers)]
 
-    def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None) -> None:
+    def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None,
+                          conn: sa.Connection | None = None) -> None:
         self.exits.append((alloc.allocation_id, exit_code, reason))
 
 

@@ -94,6 +94,7 @@ def test_step_3_gives_existing_experiments_their_jobs(engine: sa.Engine) -> None
 
     with engine.begin() as conn:  # take the database back to version 2
         conn.execute(sa.text("DROP INDEX ix_allocations_state"))
+        conn.execute(sa.text("DROP INDEX ix_trials_experiment_state"))
         conn.execute(sa.text("ALTER TABLE allocations DROP COLUMN job_id"))
         conn.execute(sa.text("ALTER TABLE allocations DROP COLUMN placement"))
         conn.execute(sa.text("DROP TABLE jobs"))
