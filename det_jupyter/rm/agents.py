@@ -272,19 +272,17 @@ class AgentRM:
 
     def decide(self, snap: scheduler.Snapshot) -> scheduler.Decisions:
         """Each pool's policy on its own part of the snapshot."""
+        parts: dict[str, tuple[list, list, list]] = {}
+        for i, items in enumerate((snap.pending, snap.agents, snap.running)):
+            for item in items:
+                parts.setdefault(item.pool, ([], [], []))[i].append(item)
         assignments: dict[str, tuple[scheduler.Placement, ...]] = {}
         preemptions: list[str] = []
-        for pool in snap.pools():
+        for pool, (pending, agents, running) in sorted(parts.items()):
             policy = self._policies.get(pool)
-            if policy is None:
+            if policy is None or not agents or not (pending or running):
                 continue  # requests for a pool that is not configured wait (the queue says why)
-            part = scheduler.Snapshot(
-                tuple(r for r in snap.pending if r.pool == pool),
-                tuple(a for a in snap.agents if a.pool == pool),
-                tuple(r for r in snap.running if r.pool == pool),
-            )
-            if not part.agents or not (part.pending or part.running):
-                continue
+            part = scheduler.Snapshot(tuple(pending), tuple(agents), tuple(running))
             decided = policy(part, self._clock.now())
             assignments.update(decided.assignments)
             preemptions.extend(decided.preemptions)

@@ -60,7 +60,7 @@ class JobQueueHandler(DetHandler):
             raise InvalidRequest(f"resourcePool: pool {pool!r} does not exist; the pools are "
                                  f"{', '.join(sorted(resources.pools))}")
         page, total = jobs.queue(
-            self.master.engine, self.master.views, self.master.rm.snapshot(),
+            self.master.engine, self.master.rm.snapshot(),
             pool=pool, policy=resources.pools[pool].scheduler.type,
             states=states, descending=order == "ORDER_BY_DESC", offset=offset, limit=limit,
         )

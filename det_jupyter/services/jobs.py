@@ -10,17 +10,16 @@ the queue explains exactly what the next pass will see. Nothing here writes stat
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Collection
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from .. import scheduler
 from ..store import reader
 from ..store import tables as t
-from ._states import LIVE_ALLOC, AllocState
-from .views import Views
+from ._states import LIVE_ALLOC, TERMINAL, AllocState
+from .views import progress_of
 
 QUEUED = "STATE_QUEUED"
 SCHEDULED = "STATE_SCHEDULED"
@@ -65,12 +64,10 @@ class _Holdings:
     position: float
     requested: int = 0
     allocated: int = 0
-    pending: list[str] = field(default_factory=list)
 
 
 def queue(
     engine: sa.Engine,
-    views: Views,
     snapshot: scheduler.Snapshot,
     *,
     pool: str = "",
@@ -83,13 +80,12 @@ def queue(
     """One page of ``pool``'s queue ("" = the default pool) and how many jobs match.
 
     ``jobs_ahead`` is each job's place in the whole pool, before ``states`` filters and
-    ``descending`` reverses the list, as Determined reports it.
+    ``descending`` reverses the list, as Determined reports it. Everything is summed in SQL,
+    so a queue of thousands of waiting trials costs a few rows per experiment.
     """
-    holdings = _holdings(engine)
     wanted = scheduler.pool_of(pool)
-    holdings = {exp_id: h for exp_id, h in holdings.items() if h.pool == wanted}
-    exp_views, _ = views.experiments(ids=list(holdings)) if holdings else ([], 0)
-    jobs = _in_queue_order(_experiment_jobs(exp_views, holdings) + _command_jobs(engine, wanted),
+    holdings = {exp_id: h for exp_id, h in _holdings(engine).items() if h.pool == wanted}
+    jobs = _in_queue_order(_experiment_jobs(engine, holdings) + _command_jobs(engine, wanted),
                            snapshot, policy)
     if states:
         jobs = [j for j in jobs if j.state in states]
@@ -100,51 +96,69 @@ def queue(
 
 
 def _holdings(engine: sa.Engine) -> dict[int, _Holdings]:
-    """Per experiment: its unfinished allocations, summed (one query)."""
+    """Per experiment: its unfinished allocations, summed, and its job's settings."""
+    a = t.allocations.c
+    live = sa.case((a.state.in_(LIVE_ALLOC), a.slots), else_=0)
     q = (
         sa.select(
-            t.allocations.c.allocation_id, t.allocations.c.state, t.allocations.c.slots,
-            t.allocations.c.priority, t.allocations.c.resource_pool,
-            t.trials.c.experiment_id, t.projects.c.workspace_id,
-            t.jobs.c.priority.label("job_priority"), t.jobs.c.weight, t.jobs.c.queue_position,
+            t.trials.c.experiment_id, t.projects.c.workspace_id, sa.func.min(a.resource_pool),
+            sa.func.min(a.priority), t.jobs.c.priority, t.jobs.c.weight, t.jobs.c.queue_position,
+            sa.func.sum(a.slots), sa.func.sum(live),
         )
-        .join(t.trials, t.trials.c.id == t.allocations.c.trial_id)
+        .select_from(t.allocations)
+        .join(t.trials, t.trials.c.id == a.trial_id)
         .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
         .join(t.projects, t.projects.c.id == t.experiments.c.project_id)
         .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
-        .where(t.allocations.c.state != AllocState.TERMINATED.value)
+        .where(a.state != AllocState.TERMINATED.value)
+        .group_by(t.trials.c.experiment_id, t.projects.c.workspace_id, t.jobs.c.priority,
+                  t.jobs.c.weight, t.jobs.c.queue_position)
     )
     out: dict[int, _Holdings] = {}
     with reader(engine).connect() as conn:
-        for a in conn.execute(q):
-            priority = a.job_priority if a.job_priority is not None else a.priority
-            h = out.setdefault(
-                a.experiment_id,
-                _Holdings(a.workspace_id, scheduler.pool_of(a.resource_pool), priority,
-                          a.weight or 1.0, a.queue_position or 0.0),
-            )
-            h.requested += a.slots
-            if a.state in LIVE_ALLOC:
-                h.allocated += a.slots
-            elif a.state == AllocState.PENDING.value:
-                h.pending.append(a.allocation_id)
+        for exp_id, ws, rpool, alloc_prio, job_prio, weight, position, requested, allocated in conn.execute(q):
+            out[exp_id] = _Holdings(
+                ws, scheduler.pool_of(rpool), job_prio if job_prio is not None else alloc_prio,
+                weight or 1.0, position or 0.0, int(requested or 0), int(allocated or 0))
     return out
 
 
-def _experiment_jobs(exp_views: Iterable[Any], holdings: dict[int, _Holdings]) -> list[tuple]:
+_TERMINAL = [s.value for s in TERMINAL]
+
+
+def _experiment_jobs(engine: sa.Engine, holdings: dict[int, _Holdings]) -> list[tuple]:
     """(sort key, job) for each experiment with unfinished allocations."""
+    if not holdings:
+        return []
+    e, tr = t.experiments.c, t.trials.c
+    done = sa.func.sum(sa.case((tr.state.in_(_TERMINAL), 1.0), else_=sa.func.coalesce(tr.progress, 0.0)))
+    sums = (
+        sa.select(tr.experiment_id, sa.func.count(), done)
+        .where(tr.experiment_id.in_(list(holdings)))
+        .group_by(tr.experiment_id)
+    )
+    rows = (
+        sa.select(e.id, e.name, e.owner_id, e.start_time, e.job_id, e.progress, e.config,
+                  t.users.c.username)
+        .join(t.users, t.users.c.id == e.owner_id)
+        .where(e.id.in_(list(holdings)))
+    )
     out = []
-    for v in exp_views:
-        h = holdings[v.row.id]
-        job = Job(
-            job_id=v.row.job_id, experiment_id=v.row.id, name=v.row.name, username=v.username,
-            user_id=v.row.owner_id, workspace_id=h.workspace_id, submitted_at=v.row.start_time,
-            resource_pool=h.pool, priority=h.priority, weight=h.weight,
-            requested_slots=h.requested, allocated_slots=h.allocated,
-            progress=float(v.progress or 0.0), state=QUEUED if h.allocated == 0 else SCHEDULED,
-            jobs_ahead=0, wait_reason=None, entity_id=str(v.row.id),
-        )
-        out.append(((h.priority, h.position or v.row.start_time, job.job_id), job))
+    with reader(engine).connect() as conn:
+        trial_sums = {exp_id: (n, d) for exp_id, n, d in conn.execute(sums)}
+        for r in conn.execute(rows):
+            h = holdings[r.id]
+            n, d = trial_sums.get(r.id, (0, 0.0))
+            job = Job(
+                job_id=r.job_id, experiment_id=r.id, name=r.name, username=r.username,
+                user_id=r.owner_id, workspace_id=h.workspace_id, submitted_at=r.start_time,
+                resource_pool=h.pool, priority=h.priority, weight=h.weight,
+                requested_slots=h.requested, allocated_slots=h.allocated,
+                progress=progress_of(r.progress, (r.config or {}).get("searcher", {}), n, float(d or 0.0)),
+                state=QUEUED if h.allocated == 0 else SCHEDULED,
+                jobs_ahead=0, wait_reason=None, entity_id=str(r.id),
+            )
+            out.append(((h.priority, h.position or r.start_time, job.job_id), job))
     return out
 
 

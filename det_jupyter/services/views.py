@@ -37,18 +37,23 @@ def _progress(exp: Any, trials: list[Any]) -> float:
     """The experiment's progress: the searcher's own figure, or for searchers whose trials run
     to their own length (single, random, grid), the trials' reported progress (0.38.1's rule:
     running trials count by their progress, closed ones count whole)."""
-    stored = exp.progress or 0.0
-    cfg = exp.config.get("searcher", {})
-    name = cfg.get("name")
+    done = sum(1.0 if tr.state in _TERMINAL else (tr.progress or 0.0) for tr in trials)
+    return progress_of(exp.progress, exp.config.get("searcher", {}), len(trials), done)
+
+
+def progress_of(stored: float | None, searcher: dict, n_trials: int, done: float) -> float:
+    """``_progress`` from its sums: ``done`` counts closed trials whole and others by their
+    progress (so a caller can compute it in SQL)."""
+    stored = stored or 0.0
+    name = searcher.get("name")
     if name == "single":
         expected = 1
     elif name == "random":
-        expected = int(cfg.get("max_trials") or 1)
+        expected = int(searcher.get("max_trials") or 1)
     elif name == "grid":
-        expected = max(len(trials), 1)
+        expected = max(n_trials, 1)
     else:
         return stored
-    done = sum(1.0 if tr.state in _TERMINAL else (tr.progress or 0.0) for tr in trials)
     return max(stored, min(1.0, done / max(expected, 1)))
 
 
