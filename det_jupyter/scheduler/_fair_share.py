@@ -137,23 +137,40 @@ def pool_shares(state: PoolState, pending: Sequence[Request]) -> dict[str, int]:
 
 
 def _jobs(state: PoolState, pending: Sequence[Request]) -> dict[str, _Job]:
-    """Jobs with slots held or wanted in the pool, oldest first."""
+    """Jobs with slots held or wanted in the pool, oldest first (by their earliest allocation).
+
+    ``pending`` comes in submission order (``run_pools`` sorted it), so each job's requests
+    keep that order and only the jobs themselves are sorted.
+    """
     jobs: dict[str, _Job] = {}
-    items: list[Running | Request] = [r for r in state.running if r.slots > 0]
-    for item in sorted([*items, *pending], key=lambda r: (r.submitted_at, r.allocation_id)):
-        info = jobs.setdefault(item.job, _Job())
-        info.weight = item.weight
-        if isinstance(item, Request):
-            info.pending.append(item)
-            info.max_slots = item.max_slots
-            info.demand += item.slots
-        elif item.preempting:
-            info.demand += item.slots  # it will be back, wanting its slots again
+    first: dict[str, tuple[float, str]] = {}
+    for run in state.running:
+        if run.slots <= 0:
+            continue
+        job = run.job
+        info = jobs.get(job) or jobs.setdefault(job, _Job())
+        info.weight = run.weight
+        key = (run.submitted_at, run.allocation_id)
+        if job not in first or key < first[job]:
+            first[job] = key
+        if run.preempting:
+            info.demand += run.slots  # it will be back, wanting its slots again
         else:
-            info.demand += state.usable(item)
-            info.floor += 0 if item.preemptible else state.usable(item)
-            info.draining += item.slots - state.usable(item)
-    return jobs
+            info.demand += state.usable(run)
+            info.floor += 0 if run.preemptible else state.usable(run)
+            info.draining += run.slots - state.usable(run)
+    for req in pending:
+        job = req.job
+        info = jobs.get(job)
+        if info is None:
+            info = jobs[job] = _Job()
+        if job not in first or (req.submitted_at, req.allocation_id) < first[job]:
+            first[job] = (req.submitted_at, req.allocation_id)
+        info.weight = req.weight
+        info.pending.append(req)
+        info.max_slots = req.max_slots
+        info.demand += req.slots
+    return {job: jobs[job] for job in sorted(jobs, key=first.__getitem__)}
 
 
 def _capped(info: _Job) -> int:

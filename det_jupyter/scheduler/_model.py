@@ -27,19 +27,18 @@ class Placement(NamedTuple):
 
 class _Owned:
     """What a request and a running allocation share: the job they belong to (themselves when
-    they name none) and their pool."""
+    they name none) and their pool. Both are plain attributes set once at construction, since
+    a pass over a long queue reads them hundreds of thousands of times."""
 
     allocation_id: str
     job_id: str
     resource_pool: str
+    job: str
+    pool: str
 
-    @property
-    def job(self) -> str:
-        return self.job_id or self.allocation_id
-
-    @property
-    def pool(self) -> str:
-        return pool_of(self.resource_pool)
+    def _derive(self) -> None:
+        object.__setattr__(self, "job", self.job_id or self.allocation_id)
+        object.__setattr__(self, "pool", pool_of(self.resource_pool))
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,11 @@ class Request(_Owned):
     weight: float = 1.0
     preemptible: bool = False
     max_slots: int | None = None
+    job: str = field(default="", init=False, repr=False, compare=False)
+    pool: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self._derive()
         _check_share(self.allocation_id, self.slots, self.weight)
         if self.max_slots is not None and self.max_slots < 0:
             raise ValueError(f"{self.allocation_id}: max_slots must be >= 0, got {self.max_slots}")
@@ -86,8 +88,11 @@ class Running(_Owned):
     weight: float = 1.0
     preemptible: bool = False
     preempting: bool = False
+    job: str = field(default="", init=False, repr=False, compare=False)
+    pool: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self._derive()
         _check_share(self.allocation_id, self.slots, self.weight)
 
     @property
@@ -107,16 +112,14 @@ class AgentSlots:
     free: tuple[int, ...]
     total: int
     enabled: bool = True
+    pool: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "pool", pool_of(self.resource_pool))
         if self.total < 0 or len(self.free) > self.total:
             raise ValueError(
                 f"agent {self.agent_id}: needs 0 <= free ({len(self.free)}) <= total ({self.total})"
             )
-
-    @property
-    def pool(self) -> str:
-        return pool_of(self.resource_pool)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ each. What is asserted:
   placed; under priority, the head of a pool's queue (its first request that could run in
   the empty pool and within its job's ``max_slots``) is placed if it fits in the pool's free
   slots — with preemption on, in free slots plus those of allocations being released and of
-  preemptible allocations behind it in the queue. (Requests behind a blocked head may wait
+  preemptible allocations of other jobs behind it in the queue. (Requests behind a blocked head may wait
   by design: backfilling must not delay the head.)
 - priority never lets a request jump one that waits ahead of it in its pool onto agents
   the waiting one could use, unless preemption is on and the jumper is preemptible
@@ -196,7 +196,8 @@ def entitled(sim: Sim, name: str) -> set[str]:
             pool,
             lambda run, head=head: (
                 sim.preempts
-                and (run.preempting or (run.preemptible and queue_key(run) > queue_key(head)))
+                and (run.preempting or (run.preemptible and run.job != head.job
+                                        and queue_key(run) > queue_key(head)))
             ),
         )
         if _fits(sim, head, room):
