@@ -17,8 +17,8 @@ from ._base import DetHandler, _bearer
 
 log = logging.getLogger("det_jupyter.agents")
 
-PING_INTERVAL_S = 5.0
-PING_TIMEOUT_S = 15.0
+PING_INTERVAL_S = 10.0
+PING_TIMEOUT_S = 10.0  # tornado caps the timeout at the interval
 
 
 class AgentSocket(websocket.WebSocketHandler):

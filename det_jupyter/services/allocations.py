@@ -19,34 +19,11 @@ from .. import scheduler
 from ..errors import Conflict, NotFound, Unauthenticated
 from ..store import reader
 from ..store import tables as t
+from . import _alloc_rows as rows
 from ._clock import Clock
+from ._gang import Container, Gang, free_port
 from ._states import AllocState
 from .auth import AllocationPrincipal, AuthService, new_token, token_hash
-
-#: Each gang gets a block of four ports from here, unique among live allocations: the torch
-#: rendezvous port on its chief, the harness collectives' port, and the stock harness's two
-#: ZMQ ports (DET_RENDEZVOUS_PORT, DET_COLLECTIVE_PORT, INTER_TRAIN_PROCESS_COMM_PORT_1/2).
-PORT_BASE = 29400
-PORT_BLOCK = 4
-PORT_BLOCKS = 1000
-
-
-@dataclass(frozen=True)
-class Container:
-    """One agent's part of an allocation: its slots there and the address peers reach it at."""
-
-    agent_id: str
-    slot_ids: tuple[int, ...]
-    address: str = "127.0.0.1"
-
-
-@dataclass(frozen=True)
-class Gang:
-    """Where an allocation runs: its containers in rank order (the chief first) and its ports."""
-
-    containers: tuple[Container, ...]
-    rendezvous_port: int
-    collective_port: int
 
 
 class AllocationOwner(Protocol):
@@ -176,8 +153,8 @@ class AllocationService:
             for allocation_id, gang in placements:
                 token = new_token()
                 chief = gang[0]
-                port = _free_port(taken)
-                alloc = conn.execute(_ASSIGN, {
+                port = free_port(taken)
+                alloc = conn.execute(rows.ASSIGN, {
                     "alloc_id": allocation_id, "agent_id": chief.agent_id,
                     "slot_ids": list(chief.slot_ids),
                     "placement": [[c.agent_id, list(c.slot_ids)] for c in gang],
@@ -213,7 +190,7 @@ class AllocationService:
         if not ids:
             return
         with self._engine.begin() as conn:
-            conn.execute(_RUNNING, {"ids": ids})
+            conn.execute(rows.RUNNING, {"ids": ids})
         self.on_change()
 
     def exited(
@@ -240,7 +217,7 @@ class AllocationService:
         if live is not None and live.failure is not None:
             exit_code, reason = live.failure
         with self._engine.begin() as conn:
-            alloc = conn.execute(_TERMINATE, {
+            alloc = conn.execute(rows.TERMINATE, {
                 "alloc_id": allocation_id, "exit_code": exit_code, "exit_reason": reason,
                 "end_time": self._clock.now(),
             }).first()
@@ -301,7 +278,7 @@ class AllocationService:
                 .values(state=AllocState.TERMINATING.value)
             )
         assert self.launcher is not None
-        for agent_id in _agents_of(alloc):
+        for agent_id in rows.agents_of(alloc):
             self.launcher.kill(agent_id, allocation_id)
 
     # -- the task's own calls -----------------------------------------------------------
@@ -372,7 +349,7 @@ class AllocationService:
                 conn.execute(
                     sa.select(t.allocations).where(
                         t.allocations.c.state.in_(
-                            list(LIVE_STATES)
+                            list(rows.LIVE_STATES)
                         )
                     )
                 )
@@ -392,7 +369,7 @@ class AllocationService:
         """The live allocations with a container on ``agent_id``, and their slots there."""
         out: dict[str, list[int]] = {}
         for alloc in self.live_allocations():
-            for agent, slot_ids in _placement(alloc):
+            for agent, slot_ids in rows.placement_of(alloc):
                 if agent == agent_id:
                     out[alloc.allocation_id] = list(slot_ids)
         return out
@@ -412,9 +389,9 @@ class AllocationService:
         ``invalidate``) in the event loop's thread, so the copy never lags a committed change.
         """
         if self._pending_view is None:
-            rows = self._view_rows(AllocState.PENDING.value)
-            self._pending_view = {r.allocation_id: _request(r) for r in rows}
-        running = [_running(r) for r in self._view_rows(*LIVE_STATES)]
+            waiting = self._view_rows(AllocState.PENDING.value)
+            self._pending_view = {r.allocation_id: rows.as_request(r) for r in waiting}
+        running = [rows.as_running(r) for r in self._view_rows(*rows.LIVE_STATES)]
         return list(self._pending_view.values()), running
 
     def _view_rows(self, *states: str) -> list[Any]:
@@ -437,12 +414,12 @@ class AllocationService:
         (or will be killed when its agent says hello); end them without blaming the trial."""
         ended: list[Any] = []
         with self._engine.begin() as conn:
-            rows = list(
+            unfinished = list(
                 conn.execute(
                     sa.select(t.allocations).where(t.allocations.c.state != AllocState.TERMINATED.value)
                 )
             )
-            for row in rows:
+            for row in unfinished:
                 if row.state == AllocState.PENDING.value:
                     continue  # still wanted; the scheduler will place it
                 conn.execute(
@@ -457,73 +434,3 @@ class AllocationService:
                 )
                 ended.append(row)
         return ended
-
-
-
-# The statements of every allocation's life, built once (see trials._P).
-_P = sa.bindparam
-_A = t.allocations.c
-_ASSIGN = (
-    sa.update(t.allocations)
-    .where(_A.allocation_id == _P("alloc_id"), _A.state == AllocState.PENDING.value)
-    .values(state=AllocState.ASSIGNED.value, agent_id=_P("agent_id"), slot_ids=_P("slot_ids", type_=t.JSON),
-            placement=_P("placement", type_=t.JSON), token_hash=_P("token_hash"),
-            start_time=_P("start_time"))
-    .returning(*t.allocations.c)
-)
-_TERMINATE = (
-    sa.update(t.allocations)
-    .where(_A.allocation_id == _P("alloc_id"), _A.state != AllocState.TERMINATED.value)
-    .values(state=AllocState.TERMINATED.value, exit_code=_P("exit_code"),
-            exit_reason=_P("exit_reason"), token_hash=None, end_time=_P("end_time"))
-    .returning(*t.allocations.c)
-)
-_RUNNING = (
-    sa.update(t.allocations)
-    .where(_A.allocation_id.in_(_P("ids", expanding=True)), _A.state == AllocState.ASSIGNED.value)
-    .values(state=AllocState.RUNNING.value)
-)
-
-
-def _free_port(taken: set[int]) -> int:
-    for i in range(PORT_BLOCKS):
-        port = PORT_BASE + PORT_BLOCK * i
-        if port not in taken:
-            return port
-    raise Conflict(f"all {PORT_BLOCKS} rendezvous port blocks from {PORT_BASE} are in use")
-
-
-LIVE_STATES = (AllocState.ASSIGNED.value, AllocState.RUNNING.value, AllocState.TERMINATING.value)
-
-
-def _request(r: Any) -> scheduler.Request:
-    return scheduler.Request(
-        r.allocation_id, r.slots, r.job_priority if r.job_priority is not None else r.priority,
-        r.queue_position if r.queue_position is not None else r.submitted_at, r.resource_pool,
-        job_id=r.job_id or "", weight=r.weight or 1.0, preemptible=r.trial_id is not None,
-        max_slots=r.max_slots,
-    )
-
-
-def _running(r: Any) -> scheduler.Running:
-    return scheduler.Running(
-        r.allocation_id, r.job_id or "",
-        tuple(scheduler.Placement(agent, tuple(ids)) for agent, ids in _placement(r)),
-        r.job_priority if r.job_priority is not None else r.priority,
-        r.queue_position if r.queue_position is not None else r.submitted_at, r.resource_pool,
-        weight=r.weight or 1.0, preemptible=r.trial_id is not None,
-        preempting=bool(r.preempt_requested),
-    )
-
-
-def _placement(alloc: Any) -> list[tuple[str, list[int]]]:
-    """Every container's agent and slots (older rows have only agent_id and slot_ids)."""
-    if alloc.placement:
-        return [(str(agent), [int(i) for i in ids]) for agent, ids in alloc.placement]
-    if alloc.agent_id:
-        return [(alloc.agent_id, list(alloc.slot_ids or []))]
-    return []
-
-
-def _agents_of(alloc: Any) -> list[str]:
-    return [agent for agent, _ in _placement(alloc)]

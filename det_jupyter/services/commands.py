@@ -7,7 +7,6 @@ preemptible), and it runs once: its exit ends it, whatever the code.
 
 from __future__ import annotations
 
-import json
 import shlex
 import uuid
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
 from ._states import AllocState
+from ._task_spec import gang_env, master_env, task_env
 from .allocations import AllocationService, Gang
 from .auth import User
 from .cluster_info import build_info_files
@@ -159,15 +159,9 @@ class CommandService:
         for rank, c in enumerate(gang.containers):
             env = {
                 **cmd.config.get("env", {}),
-                "DET_MASTER": ident.url, "DET_MASTER_ID": ident.master_id,
-                "DET_CLUSTER_ID": ident.cluster_id, "DET_TASK_ID": cmd.task_id,
-                "DET_ALLOCATION_ID": alloc.allocation_id, "DET_RESOURCES_ID": alloc.allocation_id,
-                "DET_SESSION_TOKEN": token, "DET_USER": owner, "DET_TASK_TYPE": "COMMAND",
-                "DET_USE_TLS": "false", "DET_CONTAINER_RANK": str(rank),
-                "DET_CONTAINER_ADDRS": json.dumps(addrs),
-                "DET_CONTAINER_SLOT_COUNTS": json.dumps(counts),
-                "DET_TASK_LOGGING_METADATA": json.dumps(
-                    {"task_id": cmd.task_id, "allocation_id": alloc.allocation_id}),
+                **master_env(ident),
+                **task_env(cmd.task_id, alloc.allocation_id, rank, token, owner, "COMMAND"),
+                **gang_env(gang, rank),
             }
             info = build_info_files(
                 master_url=ident.url, cluster_id=ident.cluster_id, agent_id=c.agent_id,

@@ -18,7 +18,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .. import config as expconf
 from .. import searcher as search
 from ..errors import NotFound
 from ..store import reader
@@ -26,11 +25,10 @@ from ..store import tables as t
 from ._clock import Clock
 from ._searcher_log import SearcherEvent
 from ._states import STOPPING, STOPPING_END, TERMINAL, AllocState, State
+from ._task_spec import trial_spec
 from .allocations import AllocationService, Gang
-from .cluster_info import build_info_files
 from .metrics import recompute_summary
 
-SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
 # What trials read of their experiment: never its searcher state (large, and JSON to decode).
 # (Nor its config: an experiment's config is read once and kept, see _config.)
 _EXP = (t.experiments.c.id, t.experiments.c.state, t.experiments.c.owner_id)
@@ -264,7 +262,9 @@ class TrialService:
         digest = self._context_digest(conn, exp.id)
         specs = []
         for rank in range(len(gang.containers)):
-            spec = self._spec(alloc, trial, exp, owner, run_id, ckpt_steps, gang, rank, token)
+            config, config_json = self._configs[exp.id]
+            spec = trial_spec(alloc, trial, exp.id, config, config_json, owner, run_id, ckpt_steps,
+                              gang, rank, token, self._identity)
             if digest:
                 spec["context_digest"] = digest
             specs.append(spec)
@@ -293,103 +293,6 @@ class TrialService:
             ).scalar()
             self._context_digests[exp_id] = f"sha256:{hashlib.sha256(tgz).hexdigest()}" if tgz else None
         return self._context_digests[exp_id]
-
-    def _spec(
-        self, alloc: Any, trial: Any, exp: Any, owner: str, run_id: int, steps: int,
-        gang: Gang, rank: int, token: str,
-    ) -> dict:
-        cfg = self._configs[exp.id][0]
-        me = gang.containers[rank]
-        agent_id, slot_ids = me.agent_id, list(me.slot_ids)
-        addrs = [c.address for c in gang.containers]
-        counts = [len(c.slot_ids) for c in gang.containers]
-        ident = self._identity
-        host_port = ident.url.split("://", 1)[-1].rstrip("/")
-        host, _, port = host_port.rpartition(":")
-        storage = cfg.get("checkpoint_storage") or {}
-        slot_type = "cpu"
-        env = {
-            **expconf.environment_variables(cfg, slot_type),
-            "DET_MASTER": ident.url,
-            "DET_MASTER_HOST": host,
-            "DET_MASTER_ADDR": host,
-            "DET_MASTER_PORT": port,
-            "DET_MASTER_ID": ident.master_id,
-            "DET_CLUSTER_ID": ident.cluster_id,
-            "DET_TASK_ID": trial.task_id,
-            "DET_ALLOCATION_ID": alloc.allocation_id,
-            "DET_RESOURCES_ID": f"{alloc.allocation_id}.r{rank}",
-            "DET_SESSION_TOKEN": token,
-            "DET_USER": owner,
-            "DET_TASK_TYPE": "TRIAL",
-            "DET_EXPERIMENT_ID": str(exp.id),
-            "DET_TRIAL_ID": str(trial.id),
-            "DET_TRIAL_RUN_ID": str(run_id),
-            "DET_TRIAL_SEED": str(trial.seed),
-            "DET_HPARAMS": json.dumps(trial.hparams),
-            "DET_EXPERIMENT_CONFIG": self._configs[exp.id][1],
-            "DET_STEPS_COMPLETED": str(steps),
-            "DET_USE_TLS": "false",
-            "DET_TASK_LOGGING_METADATA": json.dumps({"task_id": trial.task_id, "allocation_id": alloc.allocation_id}),
-            # The gang (harness launcher and collectives, docs/internals.md "Distributed trials").
-            "DET_CONTAINER_RANK": str(rank),
-            "DET_CONTAINER_ADDRS": json.dumps(addrs),
-            "DET_CONTAINER_SLOT_COUNTS": json.dumps(counts),
-            "DET_RENDEZVOUS_PORT": str(gang.rendezvous_port),
-            "DET_COLLECTIVE_PORT": str(gang.collective_port),
-            "DET_CHIEF_IP": addrs[0],
-            # The stock launcher's torch port and its DistributedContext's ZMQ ports, so two
-            # gangs on one host do not collide.
-            "C10D_PORT": str(gang.rendezvous_port),
-            "INTER_TRAIN_PROCESS_COMM_PORT_1": str(gang.rendezvous_port + 2),
-            "INTER_TRAIN_PROCESS_COMM_PORT_2": str(gang.rendezvous_port + 3),
-        }
-        if trial.latest_checkpoint:
-            env["DET_LATEST_CHECKPOINT"] = trial.latest_checkpoint
-        mounts = []
-        if storage.get("type") == "shared_fs" and storage.get("host_path"):
-            env["DET_SHARED_FS_HOST_PATH"] = storage["host_path"]
-            mounts.append({
-                "host_path": storage["host_path"],
-                "container_path": storage.get("container_path") or SHARED_FS_CONTAINER_PATH,
-            })
-        info = build_info_files(
-            master_url=ident.url,
-            cluster_id=ident.cluster_id,
-            agent_id=agent_id,
-            slot_ids=slot_ids,
-            task_id=trial.task_id,
-            allocation_id=alloc.allocation_id,
-            session_token=token,
-            task_type="TRIAL",
-            latest_checkpoint=trial.latest_checkpoint,
-            trial={
-                "trial_id": trial.id,
-                "experiment_id": exp.id,
-                "trial_seed": trial.seed,
-                "hparams": trial.hparams,
-                "config": cfg,
-                "steps_completed": steps,
-                "trial_run_id": run_id,
-                "debug": bool(cfg.get("debug")),
-                "inter_node_network_interface": None,
-            },
-            container_addrs=addrs,
-            container_rank=rank,
-            container_slot_counts=counts,
-            gpu_uuids=[],
-        )
-        return {
-            "task_id": trial.task_id,
-            "allocation_id": alloc.allocation_id,
-            "task_type": "TRIAL",
-            "entrypoint": cfg["entrypoint"],
-            "env": env,
-            "slot_ids": slot_ids,
-            "context_url": f"/api/v1/tasks/{trial.task_id}/context_directory",
-            "info_files": info,
-            "mounts": mounts,
-        }
 
     def allocation_exited(
         self, alloc: sa.Row, exit_code: int | None, reason: str | None,

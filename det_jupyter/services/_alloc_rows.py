@@ -1,0 +1,72 @@
+"""Allocation rows: the statements on every allocation's path, built once, and how a row
+reads as the scheduler's Request or Running."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from .. import scheduler
+from ..store import tables as t
+from ._states import AllocState
+
+# The statements of every allocation's life, built once (see trials._P).
+_P = sa.bindparam
+_A = t.allocations.c
+ASSIGN = (
+    sa.update(t.allocations)
+    .where(_A.allocation_id == _P("alloc_id"), _A.state == AllocState.PENDING.value)
+    .values(state=AllocState.ASSIGNED.value, agent_id=_P("agent_id"), slot_ids=_P("slot_ids", type_=t.JSON),
+            placement=_P("placement", type_=t.JSON), token_hash=_P("token_hash"),
+            start_time=_P("start_time"))
+    .returning(*t.allocations.c)
+)
+TERMINATE = (
+    sa.update(t.allocations)
+    .where(_A.allocation_id == _P("alloc_id"), _A.state != AllocState.TERMINATED.value)
+    .values(state=AllocState.TERMINATED.value, exit_code=_P("exit_code"),
+            exit_reason=_P("exit_reason"), token_hash=None, end_time=_P("end_time"))
+    .returning(*t.allocations.c)
+)
+RUNNING = (
+    sa.update(t.allocations)
+    .where(_A.allocation_id.in_(_P("ids", expanding=True)), _A.state == AllocState.ASSIGNED.value)
+    .values(state=AllocState.RUNNING.value)
+)
+
+
+LIVE_STATES = (AllocState.ASSIGNED.value, AllocState.RUNNING.value, AllocState.TERMINATING.value)
+
+
+def as_request(r: Any) -> scheduler.Request:
+    return scheduler.Request(
+        r.allocation_id, r.slots, r.job_priority if r.job_priority is not None else r.priority,
+        r.queue_position if r.queue_position is not None else r.submitted_at, r.resource_pool,
+        job_id=r.job_id or "", weight=r.weight or 1.0, preemptible=r.trial_id is not None,
+        max_slots=r.max_slots,
+    )
+
+
+def as_running(r: Any) -> scheduler.Running:
+    return scheduler.Running(
+        r.allocation_id, r.job_id or "",
+        tuple(scheduler.Placement(agent, tuple(ids)) for agent, ids in placement_of(r)),
+        r.job_priority if r.job_priority is not None else r.priority,
+        r.queue_position if r.queue_position is not None else r.submitted_at, r.resource_pool,
+        weight=r.weight or 1.0, preemptible=r.trial_id is not None,
+        preempting=bool(r.preempt_requested),
+    )
+
+
+def placement_of(alloc: Any) -> list[tuple[str, list[int]]]:
+    """Every container's agent and slots (older rows have only agent_id and slot_ids)."""
+    if alloc.placement:
+        return [(str(agent), [int(i) for i in ids]) for agent, ids in alloc.placement]
+    if alloc.agent_id:
+        return [(alloc.agent_id, list(alloc.slot_ids or []))]
+    return []
+
+
+def agents_of(alloc: Any) -> list[str]:
+    return [agent for agent, _ in placement_of(alloc)]

@@ -1,0 +1,40 @@
+"""Where an allocation runs: its containers (one per agent) and the ports its gang uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import Conflict
+
+#: Each gang gets a block of four ports from here, unique among live allocations: the torch
+#: rendezvous port on its chief, the harness collectives' port, and the stock harness's two
+#: ZMQ ports (DET_RENDEZVOUS_PORT, DET_COLLECTIVE_PORT, INTER_TRAIN_PROCESS_COMM_PORT_1/2).
+PORT_BASE = 29400
+PORT_BLOCK = 4
+PORT_BLOCKS = 1000
+
+
+@dataclass(frozen=True)
+class Container:
+    """One agent's part of an allocation: its slots there and the address peers reach it at."""
+
+    agent_id: str
+    slot_ids: tuple[int, ...]
+    address: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Gang:
+    """Where an allocation runs: its containers in rank order (the chief first) and its ports."""
+
+    containers: tuple[Container, ...]
+    rendezvous_port: int
+    collective_port: int
+
+
+def free_port(taken: set[int]) -> int:
+    for i in range(PORT_BLOCKS):
+        port = PORT_BASE + PORT_BLOCK * i
+        if port not in taken:
+            return port
+    raise Conflict(f"all {PORT_BLOCKS} rendezvous port blocks from {PORT_BASE} are in use")

@@ -1,0 +1,52 @@
+"""The TaskSpec builders: exact environment for each container of a gang."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from det_jupyter.services._gang import Container, Gang, free_port
+from det_jupyter.services._task_spec import gang_env, master_env, task_env, trial_spec
+
+IDENT = SimpleNamespace(url="http://10.0.0.9:8080", master_id="m-1", cluster_id="c-1")
+GANG = Gang((Container("a", (0, 1), "10.0.0.1"), Container("b", (3,), "10.0.0.2")), 29404, 29405)
+
+
+def test_gang_env_is_the_same_gang_seen_from_each_rank() -> None:
+    chief, worker = gang_env(GANG, 0), gang_env(GANG, 1)
+    assert chief == {
+        "DET_CONTAINER_RANK": "0", "DET_CONTAINER_ADDRS": '["10.0.0.1", "10.0.0.2"]',
+        "DET_CONTAINER_SLOT_COUNTS": "[2, 1]", "DET_RENDEZVOUS_PORT": "29404",
+        "DET_COLLECTIVE_PORT": "29405", "DET_CHIEF_IP": "10.0.0.1", "C10D_PORT": "29404",
+        "INTER_TRAIN_PROCESS_COMM_PORT_1": "29406", "INTER_TRAIN_PROCESS_COMM_PORT_2": "29407",
+    }
+    assert {k: v for k, v in worker.items() if chief[k] != v} == {"DET_CONTAINER_RANK": "1"}
+
+
+def test_master_and_task_identity() -> None:
+    assert master_env(IDENT) == {
+        "DET_MASTER": "http://10.0.0.9:8080", "DET_MASTER_HOST": "10.0.0.9",
+        "DET_MASTER_ADDR": "10.0.0.9", "DET_MASTER_PORT": "8080", "DET_MASTER_ID": "m-1",
+        "DET_CLUSTER_ID": "c-1", "DET_USE_TLS": "false",
+    }
+    env = task_env("7.x", "7.x.2", 1, "tok", "alice", "TRIAL")
+    assert env["DET_RESOURCES_ID"] == "7.x.2.r1"  # one per container: the rendezvous route's rank
+    assert json.loads(env["DET_TASK_LOGGING_METADATA"]) == {"task_id": "7.x", "allocation_id": "7.x.2"}
+
+
+def test_trial_spec_per_container() -> None:
+    cfg = {"entrypoint": "python3 train.py", "checkpoint_storage": {"type": "shared_fs", "host_path": "/ckpt"}}
+    trial = SimpleNamespace(id=3, task_id="7.x", seed=11, hparams={"lr": 0.1}, latest_checkpoint="u-1")
+    alloc = SimpleNamespace(allocation_id="7.x.2")
+    spec = trial_spec(alloc, trial, 7, cfg, json.dumps(cfg), "alice", 2, 40, GANG, 1, "tok", IDENT)
+    assert (spec["slot_ids"], spec["entrypoint"], spec["task_type"]) == ([3], "python3 train.py", "TRIAL")
+    env = spec["env"]
+    assert (env["DET_TRIAL_RUN_ID"], env["DET_STEPS_COMPLETED"], env["DET_LATEST_CHECKPOINT"]) == ("2", "40", "u-1")
+    assert spec["mounts"] == [{"host_path": "/ckpt", "container_path": "/determined_shared_fs"}]
+    rendezvous = spec["info_files"]["rendezvous.json"]
+    assert (rendezvous["container_addrs"], rendezvous["container_rank"]) == (["10.0.0.1", "10.0.0.2"], 1)
+
+
+def test_port_blocks_skip_those_in_use() -> None:
+    assert free_port(set()) == 29400
+    assert free_port({29400, 29404}) == 29408
