@@ -19,7 +19,10 @@ ASSIGN = (
     .where(_A.allocation_id == _P("alloc_id"), _A.state == AllocState.PENDING.value)
     .values(state=AllocState.ASSIGNED.value, agent_id=_P("agent_id"), slot_ids=_P("slot_ids", type_=t.JSON),
             placement=_P("placement", type_=t.JSON), token_hash=_P("token_hash"),
-            start_time=_P("start_time"))
+            start_time=_P("start_time"),
+            # A trial's allocation carries the run it starts (the trial's next run id).
+            run_id=sa.func.coalesce(
+                sa.select(t.trials.c.run_id + 1).where(t.trials.c.id == _A.trial_id).scalar_subquery(), 0))
     .returning(*t.allocations.c)
 )
 TERMINATE = (

@@ -29,28 +29,21 @@ from ._task_spec import trial_spec
 from .allocations import AllocationService, Gang
 from .metrics import recompute_summary
 
-# What trials read of their experiment: never its searcher state (large, and JSON to decode).
-# (Nor its config: an experiment's config is read once and kept, see _config.)
-_EXP = (t.experiments.c.id, t.experiments.c.state, t.experiments.c.owner_id)
-
 # The statements of every trial run, built once: SQLAlchemy then skips building them and
-# computing their cache keys on each call (a third of their cost).
+# computing their cache keys on each call (a third of their cost). They never read an
+# experiment's searcher state (large JSON) nor its config (read once and kept, see _config).
 _P = sa.bindparam
-_TRIAL = sa.select(t.trials).where(t.trials.c.id == _P("trial_id"))
-_EXP_OF = sa.select(*_EXP).where(t.experiments.c.id == _P("exp_id"))
-_EXP_AND_OWNER = (
-    sa.select(*_EXP, t.users.c.username)
+# A trial with what its runs need of its experiment: its state and its owner's name.
+_TRIAL = (
+    sa.select(t.trials, t.experiments.c.state.label("exp_state"), t.users.c.username)
+    .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
     .join(t.users, t.users.c.id == t.experiments.c.owner_id)
-    .where(t.experiments.c.id == _P("exp_id"))
+    .where(t.trials.c.id == _P("trial_id"))
 )
 _CKPT_STEPS = sa.select(t.checkpoints.c.steps_completed).where(t.checkpoints.c.uuid == _P("uuid"))
 _START_RUN = (
     sa.update(t.trials).where(t.trials.c.id == _P("trial_id"))
     .values(run_id=_P("run_id"), total_batches=_P("steps"))
-)
-_ALLOC_RUN = (
-    sa.update(t.allocations).where(t.allocations.c.allocation_id == _P("alloc_id"))
-    .values(run_id=_P("run_id"))
 )
 _END = (
     sa.update(t.trials).where(t.trials.c.id == _P("trial_id"))
@@ -242,9 +235,8 @@ class TrialService:
             with self._engine.begin() as own:
                 return self.build_specs(alloc, gang, token, conn=own)
         trial = conn.execute(_TRIAL, {"trial_id": alloc.trial_id}).one()
-        exp = conn.execute(_EXP_AND_OWNER, {"exp_id": trial.experiment_id}).one()
-        owner = exp.username
-        self._config(conn, exp.id)  # _spec reads it from the cache
+        exp_id, owner = trial.experiment_id, trial.username
+        self._config(conn, exp_id)  # trial_spec reads it from the cache
         ckpt_steps = 0
         if trial.latest_checkpoint:
             ckpt_steps = conn.execute(_CKPT_STEPS, {"uuid": trial.latest_checkpoint}).scalar() or 0
@@ -256,14 +248,14 @@ class TrialService:
                 .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
                 .values(archived=True)
             )
-            recompute_summary(conn, trial.id, self._config(conn, exp.id))
+            recompute_summary(conn, trial.id, self._config(conn, exp_id))
         conn.execute(_START_RUN, {"trial_id": trial.id, "run_id": run_id, "steps": ckpt_steps})
-        conn.execute(_ALLOC_RUN, {"alloc_id": alloc.allocation_id, "run_id": run_id})
-        digest = self._context_digest(conn, exp.id)
+        # (The allocation's run id was set with its placement: see allocations' ASSIGN.)
+        digest = self._context_digest(conn, exp_id)
         specs = []
         for rank in range(len(gang.containers)):
-            config, config_json = self._configs[exp.id]
-            spec = trial_spec(alloc, trial, exp.id, config, config_json, owner, run_id, ckpt_steps,
+            config, config_json = self._configs[exp_id]
+            spec = trial_spec(alloc, trial, exp_id, config, config_json, owner, run_id, ckpt_steps,
                               gang, rank, token, self._identity)
             if digest:
                 spec["context_digest"] = digest
@@ -311,8 +303,7 @@ class TrialService:
             return None
         searcher_events: list[SearcherEvent] = []
         trial = conn.execute(_TRIAL, {"trial_id": alloc.trial_id}).one()
-        exp = conn.execute(_EXP_OF, {"exp_id": trial.experiment_id}).one()
-        config = self._config(conn, exp.id)
+        config = self._config(conn, trial.experiment_id)
         state = State(trial.state)
         rid = trial.request_id
         if state in STOPPING:
@@ -320,7 +311,7 @@ class TrialService:
             if state == State.STOPPING_COMPLETED:
                 searcher_events.append(SearcherEvent("trial_closed", rid))
         elif state == State.ACTIVE:
-            if exp.state == State.PAUSED.value:
+            if trial.exp_state == State.PAUSED.value:
                 conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=State.PAUSED.value))
             elif exit_code is None or (exit_code == 0 and alloc.acked_preemption):
                 self._request(conn, trial.id, config)
