@@ -207,8 +207,8 @@ class AgentRM:
             )
         elif kind == "task_exited":
             code = msg.get("exit_code")
-            self._allocs.exited(alloc_id, code if isinstance(code, int) else -1, msg.get("reason"),
-                                agent_id=agent_id)
+            self._allocs.exited_soon(alloc_id, code if isinstance(code, int) else -1, msg.get("reason"),
+                                     agent_id)
 
     def _meta(self, alloc_id: str) -> tuple[str, int | None]:
         meta = self._alloc_meta.get(alloc_id)

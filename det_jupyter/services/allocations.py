@@ -9,6 +9,7 @@ only while it is not TERMINATED. Preemption is cooperative: the task long-polls
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -24,6 +25,8 @@ from ._clock import Clock
 from ._gang import Container, Gang, free_port
 from ._states import AllocState
 from .auth import AllocationPrincipal, AuthService, new_token, token_hash
+
+log = logging.getLogger("det_jupyter.allocations")
 
 
 class AllocationOwner(Protocol):
@@ -80,6 +83,7 @@ class AllocationService:
         self.on_change: Callable[[], None] = lambda: None
         self._pending_view: dict[str, scheduler.Request] | None = None  # see scheduler_view
         self._started: list[str] = []  # started() of this loop turn, written together
+        self._exits: list[tuple[str, int | None, str | None, str]] = []  # exited_soon() of this turn
 
     # -- requests -----------------------------------------------------------------------
 
@@ -200,10 +204,50 @@ class AllocationService:
         """The allocation's processes on ``agent_id`` are gone (None: all of them, or it never
         started). Once every container has exited, finish it: the first failure is its exit
         (a failed container gets the others killed)."""
+        ended = self._container_exited(allocation_id, exit_code, reason, agent_id)
+        if ended is not None:
+            self._end([(allocation_id, *ended)])
+
+    def exited_soon(
+        self, allocation_id: str, exit_code: int | None, reason: str | None, agent_id: str
+    ) -> None:
+        """``exited`` for agents' exit frames: those that arrive in one event-loop turn end in
+        one transaction at the end of the turn (at once when no loop runs)."""
+        self._exits.append((allocation_id, exit_code, reason, agent_id))
+        if len(self._exits) > 1:
+            return  # a flush is already scheduled
+        try:
+            asyncio.get_running_loop().call_soon(self._flush_exits)
+        except RuntimeError:
+            self._flush_exits()
+
+    def _flush_exits(self) -> None:
+        batch, self._exits = self._exits, []
+        ended = []
+        for allocation_id, exit_code, reason, agent_id in batch:
+            done = self._container_exited(allocation_id, exit_code, reason, agent_id)
+            if done is not None:
+                ended.append((allocation_id, *done))
+        if not ended:
+            return
+        try:
+            self._end(ended)
+        except Exception:  # one bad exit must not keep the others' allocations alive
+            log.exception("ending %d allocations together failed; ending them one by one", len(ended))
+            for one in ended:
+                try:
+                    self._end([one])
+                except Exception:
+                    log.exception("ending allocation %s failed", one[0])
+
+    def _container_exited(
+        self, allocation_id: str, exit_code: int | None, reason: str | None, agent_id: str | None,
+    ) -> tuple[int | None, str | None] | None:
+        """Note one container's exit; the allocation's (exit code, reason) once it has ended."""
         live = self._live.get(allocation_id)
         if live is not None and agent_id is not None and len(live.containers) > 1:
             if agent_id not in live.containers:
-                return  # a repeated exit frame
+                return None  # a repeated exit frame
             live.containers.discard(agent_id)
             if self.launcher is not None:
                 self.launcher.released(allocation_id, agent_id)
@@ -213,33 +257,41 @@ class AllocationService:
                 for other in live.containers:
                     if self.launcher is not None:
                         self.launcher.kill(other, allocation_id)
-            return
+            return None
         if live is not None and live.failure is not None:
-            exit_code, reason = live.failure
+            return live.failure
+        return exit_code, reason
+
+    def _end(self, ended: Sequence[tuple[str, int | None, str | None]]) -> None:
+        """End allocations in one transaction, each with its owner's decision; then the
+        effects that must follow the commit."""
+        follows: list[tuple[str, Callable[[], None] | None]] = []
+        assert self.owner is not None
         with self._engine.begin() as conn:
-            alloc = conn.execute(rows.TERMINATE, {
-                "alloc_id": allocation_id, "exit_code": exit_code, "exit_reason": reason,
-                "end_time": self._clock.now(),
-            }).first()
-            if alloc is None:
-                return
-            assert self.owner is not None
-            follow = self.owner.allocation_exited(alloc, exit_code, reason, conn)
-        if self._pending_view is not None:
-            self._pending_view.pop(allocation_id, None)
-        for key in [k for k, p in self._principals.items() if p.allocation_id == allocation_id]:
-            del self._principals[key]
-        live = self._live.pop(allocation_id, None)
-        if live is not None:
-            if live.kill_timer is not None:
-                live.kill_timer.cancel()
-            live.preempt.set()  # wake long-polls; they will see the allocation is gone
-        if self.launcher is not None:
-            self.launcher.released(allocation_id)
-            self.launcher.schedule_soon()
-        if follow is not None:
-            follow()
-        self.on_change()
+            for allocation_id, exit_code, reason in ended:
+                alloc = conn.execute(rows.TERMINATE, {
+                    "alloc_id": allocation_id, "exit_code": exit_code, "exit_reason": reason,
+                    "end_time": self._clock.now(),
+                }).first()
+                if alloc is not None:
+                    follows.append((allocation_id, self.owner.allocation_exited(alloc, exit_code, reason, conn)))
+        for allocation_id, follow in follows:
+            if self._pending_view is not None:
+                self._pending_view.pop(allocation_id, None)
+            for key in [k for k, p in self._principals.items() if p.allocation_id == allocation_id]:
+                del self._principals[key]
+            live = self._live.pop(allocation_id, None)
+            if live is not None:
+                if live.kill_timer is not None:
+                    live.kill_timer.cancel()
+                live.preempt.set()  # wake long-polls; they will see the allocation is gone
+            if self.launcher is not None:
+                self.launcher.released(allocation_id)
+                self.launcher.schedule_soon()
+            if follow is not None:
+                follow()
+        if follows:
+            self.on_change()
 
     # -- stopping -----------------------------------------------------------------------
 
