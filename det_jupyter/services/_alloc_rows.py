@@ -14,6 +14,15 @@ from ._states import AllocState
 # The statements of every allocation's life, built once (see trials._P).
 _P = sa.bindparam
 _A = t.allocations.c
+COUNT_OF_TASK = sa.select(sa.func.count()).select_from(t.allocations).where(_A.task_id == _P("task_id"))
+INSERT = sa.insert(t.allocations).values(
+    allocation_id=_P("allocation_id"), task_id=_P("task_id"), trial_id=_P("trial_id"),
+    state=AllocState.PENDING.value, slots=_P("slots"), priority=_P("priority"),
+    resource_pool=_P("resource_pool"), job_id=_P("job_id"), submitted_at=_P("submitted_at"),
+    preempt_requested=False, acked_preemption=False, run_id=0,
+)
+JOB = sa.select(t.jobs.c.priority, t.jobs.c.weight, t.jobs.c.max_slots, t.jobs.c.queue_position).where(
+    t.jobs.c.job_id == _P("job_id"))
 ASSIGN = (
     sa.update(t.allocations)
     .where(_A.allocation_id == _P("alloc_id"), _A.state == AllocState.PENDING.value)

@@ -84,6 +84,7 @@ class AllocationService:
         self._pending_view: dict[str, scheduler.Request] | None = None  # see scheduler_view
         self._started: list[str] = []  # started() of this loop turn, written together
         self._exits: list[tuple[str, int | None, str | None, str]] = []  # exited_soon() of this turn
+        self._jobs: dict[str, Any] = {}  # job id -> its scheduling settings, see _job
 
     # -- requests -----------------------------------------------------------------------
 
@@ -99,27 +100,34 @@ class AllocationService:
         job_id: str | None = None,
     ) -> str:
         """Insert a PENDING allocation for ``task_id`` inside the caller's transaction."""
-        n = conn.execute(
-            sa.select(sa.func.count()).select_from(t.allocations).where(t.allocations.c.task_id == task_id)
-        ).scalar_one()
+        n = conn.execute(rows.COUNT_OF_TASK, {"task_id": task_id}).scalar_one()
         allocation_id = f"{task_id}.{n + 1}"
-        conn.execute(
-            sa.insert(t.allocations).values(
-                allocation_id=allocation_id,
-                task_id=task_id,
-                trial_id=trial_id,
-                state=AllocState.PENDING.value,
-                slots=slots,
-                priority=priority,
-                resource_pool=resource_pool,
-                job_id=job_id,
-                submitted_at=self._clock.now(),
-                preempt_requested=False,
-                acked_preemption=False,
+        now = self._clock.now()
+        conn.execute(rows.INSERT, {
+            "allocation_id": allocation_id, "task_id": task_id, "trial_id": trial_id,
+            "slots": slots, "priority": priority, "resource_pool": resource_pool, "job_id": job_id,
+            "submitted_at": now,
+        })
+        if self._pending_view is not None:
+            # Kept warm: a long queue is not read again for each new request. (Should the
+            # caller's transaction roll back, placing the phantom finds no pending row and
+            # drops the copy.)
+            job = self._job(conn, job_id)
+            self._pending_view[allocation_id] = scheduler.Request(
+                allocation_id, slots, job.priority if job else priority,
+                job.queue_position if job else now, resource_pool, job_id=job_id or "",
+                weight=(job.weight if job else None) or 1.0, preemptible=trial_id is not None,
+                max_slots=job.max_slots if job else None,
             )
-        )
-        self._pending_view = None
         return allocation_id
+
+    def _job(self, conn: sa.Connection, job_id: str | None) -> Any:
+        """A job's scheduling settings (kept until ``invalidate``)."""
+        if job_id is None:
+            return None
+        if job_id not in self._jobs:
+            self._jobs[job_id] = conn.execute(rows.JOB, {"job_id": job_id}).first()
+        return self._jobs[job_id]
 
     def pending(self) -> list[sa.Row]:
         with self._reader.connect() as conn:
@@ -430,14 +438,15 @@ class AllocationService:
         """Pending requests changed in the database behind this service's back (a job's
         settings were edited): the next scheduler view reads them again."""
         self._pending_view = None
+        self._jobs.clear()
 
     def scheduler_view(self) -> tuple[list[scheduler.Request], list[scheduler.Running]]:
         """Pending and slot-holding allocations as the scheduler sees them, each with its job's
         priority, weight, max_slots and queue position.
 
         The pending part is kept between passes (a long queue is read once, not every pass):
-        it is dropped by every new request and by ``invalidate``, and an allocation leaves it
-        when placed or ended. Every write to pending rows goes through this service (or calls
+        new requests join it, ``invalidate`` drops it, and an allocation leaves it when placed
+        or ended. Every write to pending rows goes through this service (or calls
         ``invalidate``) in the event loop's thread, so the copy never lags a committed change.
         """
         if self._pending_view is None:

@@ -227,3 +227,21 @@ def test_a_gang_ends_when_every_container_exited_and_a_failure_kills_the_rest(
     assert "agent-2" in row.exit_reason
     assert owner.exits == [(alloc_id, 2, row.exit_reason)]
     assert ("agent-3" in {a for _, a in launcher.releases})
+
+
+def test_the_scheduler_view_stays_warm_and_heals_after_a_rollback(
+    allocs: AllocationService, engine: sa.Engine
+) -> None:
+    assert allocs.scheduler_view() == ([], [])  # warm from here on
+    kept = request(engine, allocs, "task-a")
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        allocs.request(conn, task_id="task-b", trial_id=None, slots=1, priority=42, resource_pool="default")
+        raise RuntimeError("the caller's transaction fails")
+    pending, _ = allocs.scheduler_view()
+    assert sorted(r.allocation_id for r in pending) == ["task-a.1", "task-b.1"]  # a phantom, for now
+    assert allocs.assign("task-b.1", [Container("agent-1", (0,))]) is None  # nothing to place ...
+    pending, running = allocs.scheduler_view()
+    assert [r.allocation_id for r in pending] == [kept] and running == []  # ... and the copy is read again
+    allocs.assign(kept, [Container("agent-1", (0,))])
+    pending, running = allocs.scheduler_view()
+    assert pending == [] and [r.allocation_id for r in running] == [kept]
