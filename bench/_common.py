@@ -133,6 +133,25 @@ def backend(db_url: str | None) -> str:
     return "postgresql" if db_url else "sqlite"
 
 
+def master_rows(master: Any, sql: str) -> list[dict[str, Any]]:
+    """Rows of a benchmark master's database, read beside it: its SQLite file read-only, or
+    its PostgreSQL database through psycopg."""
+    if master.db_url:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(libpq_url(master.db_url), row_factory=dict_row) as conn:
+            return conn.execute(sql).fetchall()
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{master.data_dir / 'det.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        con.row_factory = sqlite3.Row
+        return [dict(r) for r in con.execute(sql)]
+    finally:
+        con.close()
+
+
 def libpq_url(url: str) -> str:
     """The URL psycopg accepts: SQLAlchemy's ``postgresql+psycopg://`` without the driver."""
     scheme, sep, rest = url.partition("://")

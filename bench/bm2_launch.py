@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sqlite3
 import sys
 import tempfile
 import time
@@ -73,21 +72,10 @@ ALLOCATIONS_SQL = ("SELECT trial_id, submitted_at, start_time, end_time, preempt
 
 
 def allocation_rows(master: Any) -> list[dict[str, Any]]:
-    """The allocations table straight from the master's database: SQLite file read-only, or
-    its PostgreSQL database through psycopg."""
-    if master.db_url:
-        import psycopg
-        from _common import libpq_url
-        from psycopg.rows import dict_row
+    """The allocations table straight from the master's database."""
+    from _common import master_rows
 
-        with psycopg.connect(libpq_url(master.db_url), row_factory=dict_row) as conn:
-            return conn.execute(ALLOCATIONS_SQL).fetchall()
-    con = sqlite3.connect(f"file:{master.data_dir / 'det.db'}?mode=ro", uri=True, timeout=10)
-    try:
-        con.row_factory = sqlite3.Row
-        return [dict(r) for r in con.execute(ALLOCATIONS_SQL)]
-    finally:
-        con.close()
+    return master_rows(master, ALLOCATIONS_SQL)
 
 
 def allocations(master: Any) -> dict[int, dict[str, Any]]:

@@ -64,8 +64,8 @@ from _common import (
     backend,
     bench_database,
     emit,
-    libpq_url,
     log,
+    master_rows,
     median,
     percentile,
 )
@@ -195,22 +195,6 @@ def update_rate(directory: str, per_commit: int, updates: int, max_s: float, row
                 os.remove(path + suffix)
 
 
-def query(master: MasterProcess, sql: str) -> list[dict[str, Any]]:
-    """Rows of the master's database: its SQLite file read-only, or PostgreSQL via psycopg."""
-    if master.db_url:
-        import psycopg
-        from psycopg.rows import dict_row
-
-        with psycopg.connect(libpq_url(master.db_url), row_factory=dict_row) as conn:
-            return conn.execute(sql).fetchall()
-    con = sqlite3.connect(f"file:{master.data_dir / 'det.db'}?mode=ro", uri=True, timeout=10)
-    try:
-        con.row_factory = sqlite3.Row
-        return [dict(r) for r in con.execute(sql)]
-    finally:
-        con.close()
-
-
 class Http:
     """GETs over one keep-alive connection with the admin token; (status, parsed body)."""
 
@@ -304,7 +288,7 @@ def run_rep(a: argparse.Namespace, work: Path, db_url: str | None) -> dict[str, 
         exp_ids = [create_experiment(client, yaml.safe_dump(experiment_config(a.trials, i)), None)
                    ["experiment"]["id"] for i in range(a.experiments)]
         pending_sql = "SELECT count(*) AS n FROM allocations WHERE state = 'PENDING'"
-        wait_for(lambda: query(master, pending_sql)[0]["n"] >= total, timeout=a.timeout,
+        wait_for(lambda: master_rows(master, pending_sql)[0]["n"] >= total, timeout=a.timeout,
                  interval=0.1, what=f"{total} pending allocations")
         create_s = time.time() - t_create
         http_ = Http(master.url, client.token)
@@ -332,7 +316,7 @@ def run_rep(a: argparse.Namespace, work: Path, db_url: str | None) -> dict[str, 
         done_sql = ("SELECT count(*) AS n FROM experiments WHERE state = 'COMPLETED' AND id IN ("
                     + ",".join(str(i) for i in exp_ids) + ")")
         try:
-            wait_for(lambda: query(master, done_sql)[0]["n"] == len(exp_ids), timeout=a.timeout,
+            wait_for(lambda: master_rows(master, done_sql)[0]["n"] == len(exp_ids), timeout=a.timeout,
                      interval=0.1, what="all experiments completed")
             complete = True
         except AssertionError:
@@ -340,7 +324,7 @@ def run_rep(a: argparse.Namespace, work: Path, db_url: str | None) -> dict[str, 
         cpu = cpu_seconds(master.proc.pid) - cpu0
         sampler.poll_stats()
         http_.close()
-        rows = [r for r in query(master, ALLOCATIONS_SQL) if r["experiment_id"] in exp_ids]
+        rows = [r for r in master_rows(master, ALLOCATIONS_SQL) if r["experiment_id"] in exp_ids]
     finally:
         if agents is not None and agents.poll() is None:
             agents.kill()

@@ -149,6 +149,20 @@ class MasterProcess:
             self.proc.wait(timeout=10)
 
 
+def start_agent(master: MasterProcess, work: Path, agent_id: str, *, slots: int = 2,
+                url: str | None = None, token: str | None = None) -> subprocess.Popen:
+    """``det-agent`` as its own process, logging to ``work/<agent_id>.log`` (``url``: reach the
+    master another way, e.g. through a relay; ``token``: other than the master's own)."""
+    if token is None:
+        token = (master.data_dir / "agent_token").read_text().strip()
+    log = open(work / f"{agent_id}.log", "ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "det_agent", "--master", url or master.url, "--token", token,
+         "--id", agent_id, "--slots", str(slots), "--work-dir", str(work / agent_id)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )
+
+
 def wait_for(predicate: Any, timeout: float = 60, interval: float = 0.2, what: str = "condition") -> Any:
     deadline = time.time() + timeout
     last = None

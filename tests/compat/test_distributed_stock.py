@@ -9,15 +9,13 @@ is tested across two agents on one host in tests/integration/test_distributed.py
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests._master import MasterProcess, create_experiment, wait_experiment, wait_for
+from tests._master import MasterProcess, create_experiment, start_agent, wait_experiment, wait_for
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_stock"
@@ -26,11 +24,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ddp_stock"
 @pytest.fixture
 def agent_of_two(tmp_path: Path) -> Iterator[MasterProcess]:
     master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    token = (master.data_dir / "agent_token").read_text().strip()
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "det_agent", "--master", master.url, "--token", token, "--id", name,
-         "--slots", "2", "--work-dir", str(tmp_path / name)],
-        stdout=open(tmp_path / f"{name}.log", "wb"), stderr=subprocess.STDOUT) for name in ("a",)]
+    procs = [start_agent(master, tmp_path, "a", slots=2)]
     try:
         client = master.admin()
         wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 1, what="the agent")

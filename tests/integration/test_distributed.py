@@ -7,15 +7,13 @@ harness collectives and write one sharded checkpoint."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests._master import MasterProcess, create_experiment, wait_experiment, wait_for
+from tests._master import MasterProcess, create_experiment, start_agent, wait_experiment, wait_for
 from tests.integration._exp import trial_log_text, trials
 
 pytestmark = pytest.mark.slow
@@ -25,14 +23,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ddp"
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[MasterProcess]:
     master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    token = (master.data_dir / "agent_token").read_text().strip()
-    agents = []
-    for name in ("node-a", "node-b"):
-        log = open(tmp_path / f"{name}.log", "wb")
-        agents.append(subprocess.Popen(
-            [sys.executable, "-m", "det_agent", "--master", master.url, "--token", token, "--id", name,
-             "--slots", "1", "--work-dir", str(tmp_path / name)],
-            stdout=log, stderr=subprocess.STDOUT))
+    agents = [start_agent(master, tmp_path, name, slots=1) for name in ("node-a", "node-b")]
     try:
         client = master.admin()
         wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 2, what="two agents")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from tests._master import MasterProcess, wait_experiment, wait_for
+from tests._master import MasterProcess, start_agent, wait_experiment, wait_for
 from tests.integration._exp import submit_counter, training_steps, trials
 
 pytestmark = pytest.mark.slow
@@ -23,15 +21,6 @@ def bare_master(tmp_path: Path) -> Iterator[MasterProcess]:
     m = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
     yield m
     m.stop()
-
-
-def _agent(master: MasterProcess, tmp_path: Path, agent_id: str, token: str) -> subprocess.Popen:
-    log = open(tmp_path / f"{agent_id}.log", "wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "det_agent", "--master", master.url, "--token", token, "--id", agent_id,
-         "--slots", "2", "--work-dir", str(tmp_path / agent_id)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
 
 
 def _connect(url: str, token: str | None) -> int:
@@ -54,7 +43,7 @@ def test_standalone_agent_runs_trials(bare_master: MasterProcess, tmp_path: Path
     client = bare_master.admin()
     exp_id = submit_counter(client, length=10)
     assert client.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_QUEUED"
-    agent = _agent(bare_master, tmp_path, "remote-1", token)
+    agent = start_agent(bare_master, tmp_path, "remote-1", token=token)
     try:
         wait_for(lambda: client.get("/api/v1/agents")["agents"], what="agent registration")
         assert wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}) == "STATE_COMPLETED"

@@ -11,7 +11,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from tests._master import (
     MasterProcess,
     create_experiment,
     free_port,
+    start_agent,
     wait_experiment,
     wait_for,
 )
@@ -46,18 +46,6 @@ def _master_config(tmp_path: Path, scheduler: dict[str, Any]) -> Path:
     path = tmp_path / "master.yaml"
     path.write_text(yaml.safe_dump({"resource_manager": {"scheduler": scheduler}}))
     return path
-
-
-def _start_agent(master: MasterProcess, tmp_path: Path, agent_id: str, *, slots: int = 2,
-                 url: str | None = None) -> subprocess.Popen:
-    """``det-agent`` as its own process (``url``: reach the master through a relay)."""
-    token = (master.data_dir / "agent_token").read_text().strip()
-    log = open(tmp_path / f"{agent_id}.log", "ab")
-    return subprocess.Popen(
-        [sys.executable, "-m", "det_agent", "--master", url or master.url, "--token", token,
-         "--id", agent_id, "--slots", str(slots), "--work-dir", str(tmp_path / agent_id)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-    )
 
 
 def _stop_agent(proc: subprocess.Popen) -> None:
@@ -164,7 +152,7 @@ def fair_master(tmp_path: Path) -> Iterator[MasterProcess]:
 
 
 def _four_slots(master: MasterProcess, tmp_path: Path, agents: list[subprocess.Popen]) -> Client:
-    agents += [_start_agent(master, tmp_path, f"fs-{i}") for i in (1, 2)]
+    agents += [start_agent(master, tmp_path, f"fs-{i}") for i in (1, 2)]
     client = master.admin()
     _wait_agents(client, 2)
     return client
@@ -362,7 +350,7 @@ def test_agent_back_within_the_reconnect_wait_keeps_its_trial(
     with _bare_master(tmp_path, "--agent-reconnect-wait", "15") as master:
         link = CuttableLink(master.port)
         link.restore()
-        agents.append(_start_agent(master, tmp_path, "flaky", url=link.url))
+        agents.append(start_agent(master, tmp_path, "flaky", url=link.url))
         client = master.admin()
         _wait_agents(client, 1)
         exp = _submit(client, "steady", length=60, sleep=0.1, ckpt_every=5)
@@ -390,7 +378,7 @@ def test_agent_lost_beyond_the_reconnect_wait_restarts_its_trial_elsewhere(
     tmp_path: Path, agents: list[subprocess.Popen]
 ) -> None:
     with _bare_master(tmp_path, "--agent-reconnect-wait", "10") as master:
-        agents.append(_start_agent(master, tmp_path, "doomed"))
+        agents.append(start_agent(master, tmp_path, "doomed"))
         client = master.admin()
         _wait_agents(client, 1)
         exp = _submit(client, "survivor", length=60, sleep=0.1, ckpt_every=5)
@@ -400,7 +388,7 @@ def test_agent_lost_beyond_the_reconnect_wait_restarts_its_trial_elsewhere(
 
         agents[0].send_signal(signal.SIGKILL)  # the host dies: its tasks die with the agent
         agents[0].wait(timeout=10)
-        agents.append(_start_agent(master, tmp_path, "spare"))
+        agents.append(start_agent(master, tmp_path, "spare"))
         _wait_agents(client, 2)
         # Within the wait the allocation is kept for the lost agent; the spare gets nothing.
         spare = next(a for a in client.get("/api/v1/agents")["agents"] if a["id"] == "spare")
