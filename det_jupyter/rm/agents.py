@@ -121,12 +121,11 @@ class AgentRM:
             send({"type": "kill_task", "allocation_id": alloc_id})
         self.agents[agent_id] = handle
         for alloc_id, slot_ids in live.items():
-            if alloc_id in running:
-                handle.used[alloc_id] = slot_ids
-            else:
+            handle.used[alloc_id] = slot_ids
+            if alloc_id not in running:
                 # The agent restarted: its tasks died with it (the master sent their start
                 # only after an earlier hello, so a task it still prepares is listed too).
-                handle.used[alloc_id] = slot_ids
+                # Ending it gives the slots back.
                 self._allocs.exited(alloc_id, -1, f"agent {agent_id} restarted; the task died with it",
                                     agent_id=agent_id)
         log.info("agent %s connected to pool %s with %d slots", agent_id, pool, len(slots))

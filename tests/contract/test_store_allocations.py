@@ -245,3 +245,30 @@ def test_the_scheduler_view_stays_warm_and_heals_after_a_rollback(
     allocs.assign(kept, [Container("agent-1", (0,))])
     pending, running = allocs.scheduler_view()
     assert pending == [] and [r.allocation_id for r in running] == [kept]
+
+
+def test_an_agent_back_after_a_restart_ends_what_died_with_it(
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock
+) -> None:
+    """On hello the master keeps what the agent still runs, kills what it does not know, and
+    ends what the agent no longer runs (its process restarted, so the tasks died with it)."""
+    from det_jupyter.rm.agents import AgentRM
+    from det_jupyter.services.logs import LogService
+
+    rm = AgentRM(allocs, LogService(engine, clock), clock)
+    allocs.launcher = rm
+    sent: list[dict] = []
+    slots = [{"id": 0, "type": "cpu"}, {"id": 1, "type": "cpu"}]
+    assert rm.hello("agent-1", {"slots": slots, "running": []}, sent.append) is None
+    kept, died = request(engine, allocs, "task-a"), request(engine, allocs, "task-b")
+    allocs.assign(kept, [Container("agent-1", (0,))])
+    allocs.assign(died, [Container("agent-1", (1,))])
+
+    assert rm.hello("agent-1", {"slots": slots, "running": [kept, "ghost.1"]}, sent.append) is None
+    assert sent == [{"type": "kill_task", "allocation_id": "ghost.1"}]
+    assert allocs.get(kept).state == "ASSIGNED"
+    ended = allocs.get(died)
+    assert ended.state == "TERMINATED" and "restarted" in ended.exit_reason
+    assert rm.agents["agent-1"].used == {kept: [0]}
+    refused = rm.hello("agent-2", {"slots": slots, "resource_pool": "gpu"}, sent.append)
+    assert refused is not None and "resource pool 'gpu' does not exist" in refused
