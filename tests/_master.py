@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +163,25 @@ def start_agent(master: MasterProcess, work: Path, agent_id: str, *, slots: int 
          "--id", agent_id, "--slots", str(slots), "--work-dir", str(work / agent_id)],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )
+
+
+@contextlib.contextmanager
+def agent_cluster(work: Path, agents: dict[str, int]) -> Iterator[MasterProcess]:
+    """A master with no embedded agent and a ``det-agent`` process per ``{id: slots}``, all
+    connected; everything stopped on exit."""
+    master = MasterProcess(work / "master", extra_args=["--no-agent"]).start()
+    procs = [start_agent(master, work, agent_id, slots=slots) for agent_id, slots in agents.items()]
+    try:
+        client = master.admin()
+        wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == len(agents),
+                 what=f"{len(agents)} agents connected")
+        yield master
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=20)
+        master.stop()
 
 
 def wait_for(predicate: Any, timeout: float = 60, interval: float = 0.2, what: str = "condition") -> Any:

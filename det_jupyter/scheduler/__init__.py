@@ -2,7 +2,7 @@
 
 ``make_policy(name)`` gives one of :data:`POLICIES` configured as an admin would
 (``resource_manager.scheduler``: ``type``, ``fitting_policy``, ``preemption``);
-:func:`schedule` is the priority policy in the single-agent form the master uses today.
+the master runs each pool's configured policy (``rm/agents.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from ._fit import FITTINGS, check_fitting, fit
 from ._model import (
     DEFAULT_POOL,
     AgentSlots,
-    Assign,
     Decisions,
     Placement,
     Request,
@@ -24,7 +23,7 @@ from ._model import (
     pool_of,
     queue_key,
 )
-from ._priority import schedule, schedule_priority
+from ._priority import schedule_priority
 from ._reasons import wait_reason
 from ._round_robin import schedule_round_robin
 
@@ -62,7 +61,6 @@ __all__ = [
     "FITTINGS",
     "POLICIES",
     "AgentSlots",
-    "Assign",
     "Decisions",
     "JobDemand",
     "Placement",
@@ -76,7 +74,6 @@ __all__ = [
     "make_policy",
     "pool_of",
     "queue_key",
-    "schedule",
     "schedule_fair_share",
     "schedule_priority",
     "schedule_round_robin",

@@ -147,15 +147,6 @@ class Decisions:
     preemptions: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Assign:
-    """One single-agent placement: what :func:`schedule` returns for the current master."""
-
-    allocation_id: str
-    agent_id: str
-    slot_ids: tuple[int, ...]
-
-
 def queue_key(item: Request | Running) -> tuple[int, float, str]:
     """Queue order: lower priority number first, then earlier submission, then id."""
     return (item.priority, item.submitted_at, item.allocation_id)

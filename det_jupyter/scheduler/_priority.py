@@ -27,7 +27,7 @@ has an enabled agent.
 
 from __future__ import annotations
 
-from ._model import Assign, Decisions, Request, Running, Snapshot, queue_key
+from ._model import Decisions, Request, Running, Snapshot, queue_key
 from ._pool import PoolState, run_pools
 
 
@@ -43,18 +43,6 @@ def schedule_priority(
     del now  # the priority policy does not age requests
     return run_pools(snapshot, fitting=fitting, span=span_agents, order=queue_key,
                      slots_pass=lambda state, queue: _schedule_slots(state, queue, preemption))
-
-
-def schedule(snapshot: Snapshot, now: float) -> list[Assign]:
-    """The priority policy without preemption, one agent per request, as ``Assign`` rows.
-
-    The form the current master consumes: a request larger than every agent waits.
-    """
-    decisions = schedule_priority(snapshot, now, span_agents=False)
-    return [
-        Assign(alloc_id, placement[0].agent_id, placement[0].slot_ids)
-        for alloc_id, placement in decisions.assignments.items()
-    ]
 
 
 def _schedule_slots(state: PoolState, queue: list[Request], preemption: bool) -> None:

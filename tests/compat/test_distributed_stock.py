@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests._master import MasterProcess, create_experiment, start_agent, wait_experiment, wait_for
+from tests._master import MasterProcess, agent_cluster, create_experiment, wait_experiment
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_stock"
@@ -23,18 +23,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ddp_stock"
 
 @pytest.fixture
 def agent_of_two(tmp_path: Path) -> Iterator[MasterProcess]:
-    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    procs = [start_agent(master, tmp_path, "a", slots=2)]
-    try:
-        client = master.admin()
-        wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 1, what="the agent")
+    with agent_cluster(tmp_path, {"a": 2}) as master:
         yield master
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=20)
-        master.stop()
 
 
 def test_stock_launcher_and_distributed_context(det_env, agent_of_two: MasterProcess) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests._master import MasterProcess, create_experiment, start_agent, wait_experiment, wait_for
+from tests._master import MasterProcess, agent_cluster, create_experiment, wait_experiment, wait_for
 from tests.integration._exp import trial_log_text, trials
 
 pytestmark = pytest.mark.slow
@@ -22,18 +22,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ddp"
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[MasterProcess]:
-    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    agents = [start_agent(master, tmp_path, name, slots=1) for name in ("node-a", "node-b")]
-    try:
-        client = master.admin()
-        wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 2, what="two agents")
+    with agent_cluster(tmp_path, {"node-a": 1, "node-b": 1}) as master:
         yield master
-    finally:
-        for proc in agents:
-            proc.terminate()
-        for proc in agents:
-            proc.wait(timeout=20)
-        master.stop()
 
 
 def test_two_workers_on_two_agents_train_and_checkpoint(cluster: MasterProcess) -> None:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from det_jupyter.scheduler import (
     AgentSlots,
-    Assign,
     Placement,
     Request,
     Running,
     Snapshot,
-    schedule,
     schedule_priority,
 )
 
@@ -44,7 +42,7 @@ def test_lower_priority_number_first_then_fifo_among_equals() -> None:
 def test_legacy_schedule_places_on_one_agent_only() -> None:
     snap = Snapshot((req("gang", 6), req("one", 1, at=1)), (agent("a", 4), agent("b", 4)))
     # Without spanning the 6-slot gang can never run, so it blocks nothing.
-    assert schedule(snap, 0) == [Assign("one", "a", (0,))]
+    assert schedule_priority(snap, 0, span_agents=False).assignments == {"one": (Placement("a", (0,)),)}
     spanning = schedule_priority(snap, 0).assignments
     assert spanning["gang"] == (Placement("a", (0, 1, 2, 3)), Placement("b", (0, 1)))
 
