@@ -159,7 +159,7 @@ def start_agent(master: MasterProcess, work: Path, agent_id: str, *, slots: int 
         token = (master.data_dir / "agent_token").read_text().strip()
     log = open(work / f"{agent_id}.log", "ab")
     return subprocess.Popen(
-        [sys.executable, "-m", "det_agent", "--master", url or master.url, "--token", token,
+        [sys.executable, "-m", "det_agent", "--master", url or master.url, f"--token={token}",
          "--id", agent_id, "--slots", str(slots), "--work-dir", str(work / agent_id)],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )

@@ -181,7 +181,9 @@ def load_or_create_secret(path: str) -> str:
     if os.path.exists(path):
         with open(path) as fh:
             return fh.read().strip()
-    value = secrets.token_urlsafe(32)
+    # Hex: a URL-safe token may start with "-", which `det-agent --token "$(cat …)"` would take
+    # for an option.
+    value = secrets.token_hex(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(value + "\n")

@@ -81,3 +81,4 @@ def test_bad_yaml_and_unknown_pools_are_explained() -> None:
     with pytest.raises(ValueError, match="resource pool 'gpu' does not exist; the pools are default"):
         cfg.check_pool("gpu")
     cfg.check_pool("")  # "" means the default pool
+
