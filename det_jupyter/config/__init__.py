@@ -17,6 +17,7 @@ from ._defaults import (
     searcher_max_length,
 )
 from ._detignore import DEFAULT_IGNORES, DetIgnore
+from ._entrypoint import is_trial_class, trial_entrypoint
 from ._hparams import MAX_GRID_POINTS, grid_size
 from ._parse import parse_yaml
 from ._searcher import REMOVED_SEARCHERS, SEARCHERS
@@ -35,9 +36,11 @@ __all__ = [
     "expand_experiment_config",
     "extract_tgz",
     "grid_size",
+    "is_trial_class",
     "parse_yaml",
     "read_context_dir",
     "searcher_max_length",
     "tgz_to_b64",
+    "trial_entrypoint",
     "validate_experiment_config",
 ]

@@ -118,7 +118,8 @@ def trial_spec(
         "task_id": trial.task_id,
         "allocation_id": alloc.allocation_id,
         "task_type": "TRIAL",
-        "entrypoint": cfg["entrypoint"],
+        "entrypoint": expconf.trial_entrypoint(
+            cfg["entrypoint"], int((cfg.get("resources") or {}).get("slots_per_trial") or 1)),
         "env": env,
         "slot_ids": slot_ids,
         "context_url": f"/api/v1/tasks/{trial.task_id}/context_directory",

@@ -1,0 +1,1 @@
+"""Programs the platform runs inside a task (``python3 -m det_harness.exec.harness …``)."""
