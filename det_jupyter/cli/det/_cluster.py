@@ -1,0 +1,144 @@
+"""``det user …``, ``det master info``, ``det job list``, ``det agent list``, ``det slot list``."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from typing import Any
+
+from det_jupyter.client import Determined, NotLoggedIn
+
+from ._common import connect, print_json, short_time
+from ._table import format_pairs, format_table
+
+
+def _read_password(user: str) -> str:
+    """``DET_PASS``, else a hidden prompt on a terminal, else the first line of stdin."""
+    if os.environ.get("DET_PASS"):
+        return os.environ["DET_PASS"]
+    if sys.stdin.isatty():
+        return getpass.getpass(f"Password for user '{user}': ")
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+def login(args: argparse.Namespace) -> int:
+    user = args.username or args.user or "determined"
+    password = args.password if args.password is not None else _read_password(user)
+    client = Determined(args.master, user, password)
+    print(f"Logged in to {client.master} as '{user}'")
+    return 0
+
+
+def logout(args: argparse.Namespace) -> int:
+    try:
+        client = Determined(args.master, args.user)
+    except NotLoggedIn:
+        print("Not logged in")
+        return 0
+    client.logout()
+    print(f"Logged out of {client.master}")
+    return 0
+
+
+def whoami(args: argparse.Namespace) -> int:
+    me = connect(args).whoami()
+    print(f"You are logged in as user '{me['username']}'")
+    return 0
+
+
+def master_info(args: argparse.Namespace) -> int:
+    client = connect(args)
+    info = client.master_info()
+    if args.json:
+        print_json(info)
+    else:
+        first = ["version", "detJupyterVersion", "clusterName", "clusterId", "masterId"]
+        rest = sorted(k for k in info if k not in first)
+        print(format_pairs([("master", client.master),
+                            *((k, info[k]) for k in first + rest if k in info)]))
+    return 0
+
+
+def _slots_text(job: dict[str, Any]) -> str:
+    return f"{job.get('allocatedSlots', 0)}/{job.get('requestedSlots', 0)}"
+
+
+def job_list(args: argparse.Namespace) -> int:
+    jobs = connect(args).list_jobs(args.resource_pool)
+    if args.json:
+        print_json(jobs)
+        return 0
+    rows = [[i, j.get("jobId"), (j.get("type") or "").removeprefix("TYPE_"), j.get("name"),
+             j.get("priority"), short_time(j.get("submissionTime")), _slots_text(j),
+             (j.get("summary") or {}).get("state", "").removeprefix("STATE_"),
+             j.get("username"), j.get("waitReason")]
+            for i, j in enumerate(jobs)]
+    print(format_table(["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots",
+                        "Status", "User", "Wait Reason"], rows))
+    return 0
+
+
+def agent_list(args: argparse.Namespace) -> int:
+    agents = connect(args).list_agents()
+    if args.json:
+        print_json(agents)
+        return 0
+    rows = [[a.get("id"), a.get("version"), short_time(a.get("registeredTime")),
+             len(a.get("slots") or {}), a.get("numContainers"), a.get("resourcePools"),
+             a.get("enabled"), a.get("draining"), a.get("addresses")] for a in agents]
+    print(format_table(["Agent ID", "Version", "Registered Time", "Slots", "Containers",
+                        "Resource Pool", "Enabled", "Draining", "Addresses"], rows))
+    return 0
+
+
+def slot_list(args: argparse.Namespace) -> int:
+    agents = connect(args).list_agents()
+    slots = [(a, s) for a in agents for _, s in sorted((a.get("slots") or {}).items())]
+    if args.json:
+        print_json([{"agentId": a.get("id"), **s} for a, s in slots])
+        return 0
+    rows = [[a.get("id"), a.get("resourcePools"), s.get("id"), s.get("enabled"),
+             s.get("draining"), (s.get("container") or {}).get("id"),
+             (s.get("device") or {}).get("type", "").removeprefix("TYPE_"),
+             (s.get("device") or {}).get("brand")] for a, s in slots]
+    print(format_table(["Agent ID", "Resource Pool", "Slot ID", "Enabled", "Draining",
+                        "Allocation ID", "Type", "Device"], rows))
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    u = sub.add_parser("user", aliases=["u"], help="log in and out")
+    usub = u.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    p = usub.add_parser("login", help="log in (the password from DET_PASS, a prompt or stdin)")
+    p.add_argument("username", nargs="?", help="user name (default: -u, else 'determined')")
+    p.add_argument("--password", help="the password (prefer DET_PASS, a prompt or stdin)")
+    p.set_defaults(func=login)
+    usub.add_parser("logout", help="log out and forget the token").set_defaults(func=logout)
+    usub.add_parser("whoami", help="the logged-in user").set_defaults(func=whoami)
+
+    m = sub.add_parser("master", aliases=["m"], help="the master")
+    msub = m.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    p = msub.add_parser("info", help="the master's version and cluster")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=master_info)
+
+    j = sub.add_parser("job", aliases=["j"], help="the job queue")
+    jsub = j.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    p = jsub.add_parser("list", aliases=["ls"], help="jobs in a pool's queue, in order")
+    p.add_argument("--resource-pool", "-r", help="pool (default: the default compute pool)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=job_list)
+
+    a = sub.add_parser("agent", aliases=["a"], help="agents")
+    asub = a.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    p = asub.add_parser("list", aliases=["ls"], help="connected agents")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=agent_list)
+
+    s = sub.add_parser("slot", aliases=["s"], help="slots of the agents")
+    ssub = s.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    p = ssub.add_parser("list", aliases=["ls"], help="every slot of every agent")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=slot_list)

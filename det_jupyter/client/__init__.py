@@ -1,0 +1,100 @@
+"""The det-jupyter Python SDK, for notebooks and scripts — in the spirit of Determined's
+``determined.experimental.client``, on the standard library's HTTP only.
+
+    from det_jupyter import client
+    client.login("http://127.0.0.1:8080", "admin", "…")   # or DET_MASTER + a cached token
+    exp = client.create_experiment("config.yaml", "./model_dir")
+    exp.wait()
+    best = exp.top_checkpoint()
+    for trial in exp.trials():
+        print(trial.id, trial.validation_metrics()[-1])
+
+Every failure is a ``DetClientError``: ``APIError`` (with ``status``, and ``NotFound``,
+``BadRequest``, ``Unauthenticated``, … by status), ``MasterUnreachable``, ``NotLoggedIn``,
+``InvalidInput``, ``WaitTimeout``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ._client import ConfigLike, Determined, load_config
+from ._errors import (
+    APIError,
+    BadRequest,
+    Conflict,
+    DetClientError,
+    Forbidden,
+    InvalidInput,
+    MasterUnreachable,
+    NotFound,
+    NotLoggedIn,
+    PayloadTooLarge,
+    ServerError,
+    Unauthenticated,
+)
+from ._experiment import TERMINAL_STATES, Experiment, WaitTimeout
+from ._session import DEFAULT_MASTER, TokenStore, master_url
+from ._trial import Checkpoint, Trial
+
+__all__ = [
+    "DEFAULT_MASTER", "TERMINAL_STATES", "APIError", "BadRequest", "Checkpoint", "ConfigLike",
+    "Conflict", "DetClientError", "Determined", "Experiment", "Forbidden", "InvalidInput",
+    "MasterUnreachable", "NotFound", "NotLoggedIn", "PayloadTooLarge", "ServerError",
+    "TokenStore", "Trial", "Unauthenticated", "WaitTimeout", "create_experiment",
+    "get_checkpoint", "get_experiment", "get_trial", "list_agents", "list_experiments",
+    "list_jobs", "load_config", "login", "master_info", "master_url",
+]
+
+_default: Determined | None = None
+
+
+def login(master: str | None = None, user: str | None = None,
+          password: str | None = None) -> Determined:
+    """Log in and make this the session the module-level functions use. ``master`` defaults
+    to ``DET_MASTER``, then http://127.0.0.1:8080; without ``password`` the cached token of
+    ``user`` (or of the last user logged in to that master) is used."""
+    global _default
+    _default = Determined(master, user, password)
+    return _default
+
+
+def _client() -> Determined:
+    return _default if _default is not None else login()
+
+
+def create_experiment(config: ConfigLike, model_dir: str | os.PathLike | None = None,
+                      **kwargs: Any) -> Experiment:
+    """``Determined.create_experiment`` on the default session."""
+    return _client().create_experiment(config, model_dir, **kwargs)
+
+
+def get_experiment(experiment_id: int) -> Experiment:
+    return _client().get_experiment(experiment_id)
+
+
+def list_experiments(*, states: Iterable[str] = (), name: str | None = None,
+                     users: Iterable[str] = (), limit: int | None = None) -> list[Experiment]:
+    return _client().list_experiments(states=states, name=name, users=users, limit=limit)
+
+
+def get_trial(trial_id: int) -> Trial:
+    return _client().get_trial(trial_id)
+
+
+def get_checkpoint(uuid: str) -> Checkpoint:
+    return _client().get_checkpoint(uuid)
+
+
+def list_jobs(resource_pool: str | None = None) -> list[dict[str, Any]]:
+    return _client().list_jobs(resource_pool)
+
+
+def list_agents() -> list[dict[str, Any]]:
+    return _client().list_agents()
+
+
+def master_info() -> dict[str, Any]:
+    return _client().master_info()

@@ -1,0 +1,180 @@
+"""``Determined``: one logged-in session with a master, and what it can list and create."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._errors import InvalidInput, NotLoggedIn
+from ._experiment import Experiment
+from ._session import Session, TokenStore, master_url
+from ._trial import Checkpoint, Trial
+
+ConfigLike = dict[str, Any] | str | os.PathLike
+
+
+def load_config(config: ConfigLike) -> str:
+    """Experiment config as YAML text, from a dict, a YAML file's path or YAML text."""
+    if isinstance(config, dict):
+        return yaml.safe_dump(config, sort_keys=False)
+    if isinstance(config, os.PathLike) or (isinstance(config, str) and "\n" not in config
+                                            and (os.path.isfile(config) or config.endswith((".yaml", ".yml")))):
+        try:
+            text = Path(config).read_text()
+        except OSError as exc:
+            raise InvalidInput(f"cannot read the config file {os.fspath(config)}: "
+                               f"{exc.strerror or exc}") from None
+    elif isinstance(config, str):
+        text = config
+    else:
+        raise InvalidInput(f"config must be a dict, YAML text or a path, not {type(config).__name__}")
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidInput(f"the config is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(parsed, dict):
+        if isinstance(config, str) and "\n" not in config.strip():
+            raise InvalidInput(f"config {config!r} is neither a readable file nor a YAML mapping")
+        raise InvalidInput("the config must be a YAML mapping (name:, entrypoint:, searcher:, …)")
+    return text
+
+
+def context_files(model_dir: str | os.PathLike | None,
+                  includes: Iterable[str | os.PathLike] = ()) -> list[dict[str, Any]]:
+    """The context directory as the master takes it (``v1File`` list, ``.detignore`` kept)."""
+    if model_dir is None:
+        return []
+    from det_jupyter.config import read_context_dir  # the master's own packing rules
+    from det_jupyter.errors import DetError
+
+    try:
+        return read_context_dir(os.fspath(model_dir), [os.fspath(i) for i in includes])
+    except DetError as exc:
+        raise InvalidInput(exc.message) from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the context directory {os.fspath(model_dir)}: "
+                           f"{exc.strerror or exc}") from None
+
+
+class Determined:
+    """A session with a det-jupyter (or Determined 0.38.1) master.
+
+    Credentials, first that applies: ``token``; ``password`` (logs in and caches the token);
+    ``DET_PASS`` with ``user``/``DET_USER``; else the cached token of ``user`` (or of the
+    last user who logged in to this master). Raises ``NotLoggedIn`` when none applies.
+    """
+
+    def __init__(self, master: str | None = None, user: str | None = None,
+                 password: str | None = None, *, token: str | None = None,
+                 store: TokenStore | None = None) -> None:
+        self.master = master_url(master)
+        self._store = store or TokenStore()
+        self._session = Session(self.master)
+        user = user or os.environ.get("DET_USER") or None
+        if password is None and token is None and user and os.environ.get("DET_PASS"):
+            password = os.environ["DET_PASS"]
+        if token is not None:
+            self._session.token = token
+        elif password is not None:
+            self._login(user or "determined", password)
+        else:
+            user = user or self._store.active_user(self.master)
+            cached = self._store.token(self.master, user) if user else None
+            if cached is None:
+                who = f" as {user}" if user else ""
+                raise NotLoggedIn(f"not logged in to {self.master}{who}; run `det user login` "
+                                  "or call login(user=..., password=...)")
+            self._session.token = cached
+        self.username = user
+
+    def _login(self, user: str, password: str) -> None:
+        body = self._session.post("/api/v1/auth/login", {"username": user, "password": password})
+        self._session.token = body["token"]
+        self._store.save(self.master, user, body["token"])
+
+    @property
+    def token(self) -> str | None:
+        return self._session.token
+
+    # -- users and the master -----------------------------------------------------------
+
+    def whoami(self) -> dict[str, Any]:
+        """The logged-in user (``v1User``: id, username, admin, active, …)."""
+        return self._session.get("/api/v1/me")["user"]
+
+    def logout(self) -> None:
+        """End the session on the master and forget the cached token."""
+        try:
+            self._session.post("/api/v1/auth/logout")
+        finally:
+            if self.username:
+                self._store.drop(self.master, self.username)
+            self._session.token = None
+
+    def master_info(self) -> dict[str, Any]:
+        """The master's ``/api/v1/master`` (version, cluster id and name, …)."""
+        return self._session.get("/api/v1/master")
+
+    # -- experiments --------------------------------------------------------------------
+
+    def create_experiment(self, config: ConfigLike, model_dir: str | os.PathLike | None = None,
+                          *, includes: Iterable[str | os.PathLike] = (),
+                          activate: bool = True) -> Experiment:
+        """Submit an experiment: ``config`` as a dict, YAML text or a YAML file's path;
+        ``model_dir`` the context directory uploaded with it (``.detignore`` honoured,
+        ≤ 95 MiB); ``includes`` extra files or directories added at the context's root.
+        The result's ``launch_warnings`` holds the master's warnings (e.g.
+        ``LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED``: more slots than the pool has; it waits)."""
+        text = load_config(config)
+        files = context_files(model_dir, includes)
+        body = self._session.post("/api/v1/experiments",
+                                  {"config": text, "modelDefinition": files, "activate": activate})
+        exp = body["experiment"]
+        out = Experiment(self._session, exp["id"], exp)
+        out.launch_warnings = [str(w) for w in body.get("warnings") or []]
+        return out
+
+    def get_experiment(self, experiment_id: int) -> Experiment:
+        """The experiment; ``NotFound`` if there is none with that id."""
+        return Experiment(self._session, int(experiment_id))
+
+    def list_experiments(self, *, states: Iterable[str] = (), name: str | None = None,
+                         users: Iterable[str] = (), limit: int | None = None,
+                         newest_first: bool = False) -> list[Experiment]:
+        """Experiments, oldest first (or ``newest_first``); ``states`` like ``"RUNNING"``."""
+        params: dict[str, Any] = {
+            "states": ["STATE_" + s.upper().removeprefix("STATE_") for s in states] or None,
+            "users": list(users) or None, "name": name, "limit": limit,
+            "orderBy": "ORDER_BY_DESC" if newest_first else None,
+        }
+        body = self._session.request("GET", "/api/v1/experiments", params=params)
+        return [Experiment(self._session, e["id"], e) for e in body.get("experiments") or []]
+
+    def get_trial(self, trial_id: int) -> Trial:
+        """The trial; ``NotFound`` if there is none with that id."""
+        return Trial(self._session, int(trial_id))
+
+    def get_checkpoint(self, uuid: str) -> Checkpoint:
+        """The checkpoint; ``NotFound`` if there is none with that uuid."""
+        return Checkpoint(self._session, self._session.get(f"/api/v1/checkpoints/{uuid}")["checkpoint"])
+
+    # -- the cluster --------------------------------------------------------------------
+
+    def list_jobs(self, resource_pool: str | None = None) -> list[dict[str, Any]]:
+        """The job queue of a pool (the default compute pool if none): ``v1Job`` dicts in
+        queue order, with ``summary.jobsAhead`` and, for a queued job, ``waitReason``."""
+        body = self._session.get("/api/v1/job-queues-v2", **({"resourcePool": resource_pool}
+                                                             if resource_pool else {}))
+        return [j.get("full") or j for j in body.get("jobs") or []]
+
+    def list_agents(self) -> list[dict[str, Any]]:
+        """Connected agents (``v1Agent`` dicts: id, slots, resourcePools, enabled, …)."""
+        return self._session.get("/api/v1/agents").get("agents") or []
+
+    def list_resource_pools(self) -> list[dict[str, Any]]:
+        """Resource pools (``v1ResourcePool`` dicts)."""
+        return self._session.get("/api/v1/resource-pools").get("resourcePools") or []

@@ -1,0 +1,161 @@
+"""The ``det`` console script (.venv/bin/det) as a user runs it, against a real master."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests._master import ADMIN_PASSWORD, MasterProcess
+from tests.integration._exp import COUNTER, counter_config
+
+DET = Path(sys.executable).parent / "det"
+
+
+@pytest.fixture(scope="module")
+def shared_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
+    m = MasterProcess(tmp_path_factory.mktemp("cli") / "master").start()
+    yield m
+    m.stop()
+
+
+@pytest.fixture(scope="module")
+def env(shared_master: MasterProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """DET_MASTER set, a private token cache, and admin logged in through ``det user login``."""
+    if not DET.exists():
+        pytest.skip(f"{DET} is missing: run pip install -e . to install the det console script")
+    out = {k: v for k, v in os.environ.items() if k not in ("DET_USER", "DET_PASS")}
+    out["DET_MASTER"] = shared_master.url
+    out["DET_JUPYTER_CONFIG_DIR"] = str(tmp_path_factory.mktemp("cli-cfg"))
+    done = subprocess.run([str(DET), "user", "login", "admin"], input=ADMIN_PASSWORD + "\n",
+                          env=out, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "as 'admin'" in done.stdout
+    return out
+
+
+def det(env: dict[str, str], *argv: str, timeout: float = 120, ok: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(DET), *argv], env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    if ok:
+        assert done.returncode == 0, f"det {' '.join(argv)} exited {done.returncode}:\n{done.stderr}"
+    assert "Traceback" not in done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def finished_exp(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
+    """``det e create CONFIG CONTEXT -f``: its id and everything it printed."""
+    config = tmp_path_factory.mktemp("cfg") / "counter.yaml"
+    config.write_text(counter_config(length=10, sleep=0.01))
+    done = det(env, "e", "create", str(config), str(COUNTER), "-f")
+    match = re.search(r"Created experiment (\d+)", done.stdout)
+    assert match, done.stdout
+    return int(match.group(1)), done.stdout
+
+
+def test_create_follow_prints_the_trials_logs(finished_exp: tuple[int, str]) -> None:
+    exp_id, out = finished_exp
+    assert "run 1 starting at step 0" in out
+    assert "done" in out.splitlines()
+    assert f"Experiment {exp_id} ended COMPLETED" in out
+
+
+def test_list_describe_logs_and_wait(env: dict[str, str], finished_exp: tuple[int, str],
+                                     tmp_path: Path) -> None:
+    exp_id, _ = finished_exp
+    listed = det(env, "experiment", "list").stdout.splitlines()
+    assert [h.strip() for h in listed[0].split("|")][:4] == ["ID", "Owner", "Name", "State"]
+    assert set(listed[1]) <= {"-", "+"}
+    row = next(line for line in listed[2:] if line.split("|")[0].strip() == str(exp_id))
+    assert "admin" in row and "counter" in row and "COMPLETED" in row and "100.0%" in row
+    assert exp_id in [e["id"] for e in json.loads(det(env, "e", "ls", "--all", "--json").stdout)]
+
+    described = det(env, "e", "describe", str(exp_id)).stdout
+    assert re.search(r"^State:\s+COMPLETED$", described, re.M)
+    assert "Trial ID" in described
+    full = json.loads(det(env, "e", "describe", str(exp_id), "--json").stdout)
+    assert full["experiment"]["id"] == exp_id and len(full["trials"]) == 1
+    trial_id = full["trials"][0]["id"]
+
+    assert "done" in det(env, "e", "logs", str(exp_id)).stdout.splitlines()
+    assert "done" in det(env, "t", "logs", str(trial_id), "-f").stdout.splitlines()
+    trial = det(env, "trial", "describe", str(trial_id), "--metrics").stdout
+    assert "Validation metrics:" in trial and "validation_loss" in trial
+    data = json.loads(det(env, "t", "describe", str(trial_id), "--json", "--metrics").stdout)
+    assert [r["steps_completed"] for r in data["validation_metrics"]] == [5, 10]
+    assert len(data["checkpoints"]) == 2
+    uuid = data["checkpoints"][-1]["uuid"]
+    assert re.search(r"^Batches:\s+10$", det(env, "checkpoint", "describe", uuid).stdout, re.M)
+    dest = tmp_path / "ckpt"
+    assert str(dest) in det(env, "c", "download", uuid, "-o", str(dest)).stdout
+    assert json.loads((dest / "state.json").read_text()) == {"step": 10}
+
+    waited = det(env, "e", "wait", str(exp_id))
+    assert f"Experiment {exp_id} ended COMPLETED" in waited.stdout
+
+
+def test_pause_activate_kill(env: dict[str, str], tmp_path: Path) -> None:
+    config = tmp_path / "long.yaml"
+    config.write_text(counter_config(length=2000, sleep=0.05))
+    created = re.search(r"Created experiment (\d+)", det(env, "e", "create", str(config), str(COUNTER)).stdout)
+    assert created
+    exp_id = int(created.group(1))
+    assert "pause requested" in det(env, "e", "pause", str(exp_id)).stdout
+    assert "activate requested" in det(env, "e", "activate", str(exp_id)).stdout
+    det(env, "e", "kill", str(exp_id))
+    big = tmp_path / "big.yaml"
+    big.write_text(counter_config(length=2) + "resources: {slots_per_trial: 64}\n")
+    warned = det(env, "e", "create", "--paused", str(big), str(COUNTER))
+    assert "Warning: LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED" in warned.stderr
+    det(env, "e", "kill", re.findall(r"\d+", warned.stdout)[0])
+    waited = det(env, "e", "wait", str(exp_id), "--interval", "0.3", ok=False)
+    assert waited.returncode == 1 and f"Experiment {exp_id} ended CANCELED" in waited.stdout
+
+
+def test_cluster_commands(env: dict[str, str]) -> None:
+    info = det(env, "master", "info").stdout
+    assert re.search(r"^version:\s+0\.38\.1$", info, re.M)
+    assert json.loads(det(env, "master", "info", "--json").stdout)["version"] == "0.38.1"
+    assert det(env, "job", "list").stdout.startswith("#")
+    assert isinstance(json.loads(det(env, "j", "ls", "--json").stdout), list)
+    agents = det(env, "agent", "list").stdout.splitlines()
+    assert agents[0].startswith("Agent ID") and len(agents) == 3
+    slots = det(env, "slot", "list").stdout.splitlines()
+    assert len(slots) == 2 + 2  # header, rule, two CPU slots
+    assert det(env, "user", "whoami").stdout.strip() == "You are logged in as user 'admin'"
+
+
+def test_errors_are_one_line_without_a_traceback(env: dict[str, str], tmp_path: Path) -> None:
+    for argv in (["e", "describe", "987654"], ["t", "logs", "987654"], ["e", "kill", "987654"]):
+        done = det(env, *argv, ok=False)
+        assert done.returncode == 1
+        assert done.stderr.strip().count("\n") == 0, done.stderr
+        assert "987654 not found (HTTP 404)" in done.stderr
+    done = det(env, "e", "create", str(tmp_path / "missing.yaml"), str(COUNTER), ok=False)
+    assert done.returncode == 1 and "cannot read the config file" in done.stderr
+    unreachable = det({**env, "DET_MASTER": "http://127.0.0.1:9"}, "user", "login", "--password",
+                      "x", "admin", ok=False)
+    assert unreachable.returncode == 1 and "cannot reach the master" in unreachable.stderr
+    no_login = det({**env, "DET_JUPYTER_CONFIG_DIR": str(tmp_path)}, "e", "list", ok=False)
+    assert no_login.returncode == 1 and "det user login" in no_login.stderr
+
+
+def test_help_for_every_command(env: dict[str, str]) -> None:
+    top = det(env, "--help").stdout
+    for word in ("experiment (e)", "trial (t)", "job (j)", "agent (a)", "user", "master", "slot"):
+        assert word in top
+    for argv in (["e"], ["e", "create"], ["e", "list"], ["e", "describe"], ["e", "pause"],
+                 ["e", "activate"], ["e", "cancel"], ["e", "kill"], ["e", "wait"], ["e", "logs"],
+                 ["t", "describe"], ["t", "logs"], ["user", "login"], ["user", "logout"],
+                 ["user", "whoami"], ["master", "info"], ["job", "list"], ["agent", "list"],
+                 ["slot", "list"], ["checkpoint", "describe"], ["checkpoint", "download"]):
+        assert det(env, *argv, "--help").stdout.startswith("usage: det")
+    bad = det(env, "e", "frobnicate", ok=False)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
