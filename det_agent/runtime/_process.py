@@ -24,7 +24,14 @@ from ._launch import (
     python_bin_dir,
 )
 from ._logs import LogBatcher, pump_pipe, utc_now, wait_process
-from ._taskdir import ContextCache, LaunchError, fetch_context, make_task_dir, write_info_files
+from ._taskdir import (
+    ContextCache,
+    LaunchError,
+    fetch_context,
+    make_task_dir,
+    snapshot_model_dir,
+    write_info_files,
+)
 from ._warm import WarmLauncher, WarmProcess, WarmStartError
 
 log = logging.getLogger(__name__)
@@ -159,6 +166,8 @@ class ProcessRuntime(Runtime):
             except (ValueError, TypeError) as e:
                 raise LaunchError(f"invalid task spec: {e}") from e
             await fetch_context(spec, taskdir.work, self._contexts)
+            if spec.get("task_type") == "TRIAL":
+                await asyncio.to_thread(snapshot_model_dir, taskdir)
             if task.killed:
                 raise LaunchError("killed before it started", exit_code=137)
             mounts = list(spec.get("mounts") or [])

@@ -52,6 +52,22 @@ class TaskDir:
         return os.path.join(self.run, "info")
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def snapshot_model_dir(task: TaskDir) -> None:
+    """``run/train/model``: the context as extracted, before the task writes anything, which the
+    stock harness copies into each checkpoint as ``code/`` (Determined's
+    ``/run/determined/train/model``). Files are hard links where possible, so it costs little."""
+    dest = os.path.join(task.run, "train", "model")
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(task.work, dest, symlinks=True, copy_function=_link_or_copy)
+
+
 def make_task_dir(work_dir: str, allocation_id: str) -> TaskDir:
     """Create a fresh task directory (an old one of the same allocation is removed)."""
     if not allocation_id or "/" in allocation_id or allocation_id in (".", ".."):

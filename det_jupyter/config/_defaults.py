@@ -40,6 +40,12 @@ _SHARED_FS_DEFAULTS: dict[str, Any] = {
     "storage_path": None, "container_path": None, "checkpoint_path": None,
     "tensorboard_path": None, "propagation": "rprivate",
 }
+_OPTIMIZATIONS_DEFAULTS: dict[str, Any] = {
+    "aggregation_frequency": 1, "average_aggregated_gradients": True,
+    "average_training_metrics": True, "gradient_compression": False,
+    "grad_updates_size_file": None, "mixed_precision": "O0", "tensor_fusion_threshold": 64,
+    "tensor_fusion_cycle_time": 1, "auto_tune_tensor_fusion": False,
+}
 _TOP_DEFAULTS: dict[str, Any] = {
     "description": "", "labels": [], "data": {}, "bind_mounts": [], "checkpoint_policy": "best",
     "max_restarts": 5, "min_validation_period": {"batches": 0}, "min_checkpoint_period": {"batches": 0},
@@ -153,6 +159,8 @@ def expand_experiment_config(config: dict[str, Any], defaults: MasterDefaults, *
     out["environment"] = _expand_environment(out.get("environment"), defaults)
     for mount in out["bind_mounts"]:
         _fill(mount, {"read_only": False, "propagation": "rprivate"})
+    # Deprecated in 0.38 but still read by the stock Trial runner (determined.exec.harness).
+    out["optimizations"] = _fill(out.get("optimizations") or {}, _OPTIMIZATIONS_DEFAULTS)
     out["profiling"] = _fill(out.get("profiling") or {},
                              {"enabled": False, "begin_on_batch": 0, "end_after_batch": None, "sync_timings": True})
     return out

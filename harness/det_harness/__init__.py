@@ -9,6 +9,9 @@ first use of ``det_harness.core``.
         for op in core.searcher.operations():
             ...
             core.train.report_training_metrics(steps_completed=step, metrics={"loss": loss})
+
+``det_harness.pytorch`` is the PyTorch Trial API (``PyTorchTrial``, ``Trainer``); it imports torch,
+and only when it is used.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from ._errors import APIError, InvalidHP
 from .info import ClusterInfo, TrialInfo, get_cluster_info
 
 if TYPE_CHECKING:
-    from . import core
+    from . import core, pytorch
 
-__all__ = ["APIError", "ClusterInfo", "InvalidHP", "TrialInfo", "core", "get_cluster_info", "preload"]
+__all__ = ["APIError", "ClusterInfo", "InvalidHP", "TrialInfo", "core", "get_cluster_info", "preload",
+           "pytorch"]
 
 
 def preload() -> None:
@@ -33,9 +37,10 @@ def preload() -> None:
 
 
 def __getattr__(name: str) -> Any:
-    # `det.core` is imported lazily so that `import det_harness` stays a few milliseconds.
-    if name == "core":
+    # `det.core` and `det.pytorch` (which imports torch) are imported lazily so that
+    # `import det_harness` stays a few milliseconds.
+    if name in ("core", "pytorch"):
         import importlib
 
-        return importlib.import_module(".core", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,7 +35,13 @@ def test_minimal_config_gets_every_default() -> None:
         "description": "", "labels": [], "data": {}, "hyperparameters": {}, "bind_mounts": [],
         "checkpoint_policy": "best", "max_restarts": 5, "min_validation_period": {"batches": 0},
         "min_checkpoint_period": {"batches": 0}, "records_per_epoch": 0, "scheduling_unit": 100,
-        "perform_initial_validation": False, "optimizations": {}, "debug": False,
+        "perform_initial_validation": False, "debug": False,
+            "optimizations": {  # what the stock Trial runner reads
+                "aggregation_frequency": 1, "average_aggregated_gradients": True,
+                "average_training_metrics": True, "gradient_compression": False,
+                "grad_updates_size_file": None, "mixed_precision": "O0",
+                "tensor_fusion_threshold": 64, "tensor_fusion_cycle_time": 1,
+                "auto_tune_tensor_fusion": False},
         "preemption_timeout": None, "workspace": None, "project": None,
         "reproducibility": {"experiment_seed": 7},
     }.items():

@@ -9,6 +9,10 @@ context and trained by ``Trainer.fit()`` with the experiment config's settings:
 - ``min_validation_period`` and ``min_checkpoint_period`` (``{batches|epochs|records: N}``);
 - ``scheduling_unit`` (batches between training-metric reports, default 100);
 - ``checkpoint_policy``, ``perform_initial_validation``, and the trial's latest checkpoint.
+
+A class written against the stock ``determined`` package (``determined.pytorch.PyTorchTrial``),
+in an interpreter that has it installed, is handed to that package's own runner
+(``python3 -m determined.exec.harness``), as Determined 0.38.1 would run it.
 """
 
 from __future__ import annotations
@@ -58,6 +62,14 @@ def fit_arguments(config: dict[str, Any], hparams: dict[str, Any]) -> dict[str, 
     }
 
 
+def is_stock_trial(trial_class: Any) -> bool:
+    """Whether ``trial_class`` subclasses the stock ``determined.pytorch.PyTorchTrial`` (only
+    looked up if the user's module already imported it)."""
+    stock = sys.modules.get("determined.pytorch")
+    base = getattr(stock, "PyTorchTrial", None)
+    return isinstance(trial_class, type) and isinstance(base, type) and issubclass(trial_class, base)
+
+
 def run(spec: str) -> None:
     """Build and train the Trial class named by ``spec`` (on a cluster)."""
     from .. import get_cluster_info, pytorch
@@ -68,7 +80,13 @@ def run(spec: str) -> None:
                            "pytorch.init() and pytorch.Trainer(...).fit(max_length=...) yourself")
     trial_class = load_trial_class(spec)
     if not (isinstance(trial_class, type) and issubclass(trial_class, pytorch.PyTorchTrial)):
-        raise TypeError(f"{spec} is not a det_harness.pytorch.PyTorchTrial subclass")
+        if is_stock_trial(trial_class):
+            # Written against the stock `determined` package, which this interpreter has: its
+            # own Trial runner (same argv, same environment) speaks our master's protocol.
+            sys.stdout.flush()
+            os.execv(sys.executable, [sys.executable, "-m", "determined.exec.harness", spec])
+        raise TypeError(f"{spec} is not a det_harness.pytorch.PyTorchTrial subclass (nor a "
+                        "determined.pytorch.PyTorchTrial with the determined package installed)")
     kwargs = fit_arguments(info.trial.config, dict(info.trial.hparams))
     with pytorch.init() as context:
         trial = trial_class(context)

@@ -15,6 +15,7 @@ from det_agent.runtime._taskdir import (
     LaunchError,
     extract_context,
     make_task_dir,
+    snapshot_model_dir,
     write_info_files,
 )
 
@@ -119,6 +120,22 @@ def test_task_dir_and_info_files(tmp_path) -> None:
         assert json.load(f) == {"master_url": "u"}
     with open(os.path.join(task.info, "raw.txt")) as f:
         assert f.read() == "hi"
+
+
+def test_model_dir_snapshot_is_the_context_as_extracted(tmp_path) -> None:
+    task = make_task_dir(str(tmp_path), "1.a.1")
+    os.makedirs(os.path.join(task.work, "pkg"))
+    for name in ("model_def.py", "pkg/util.py"):
+        with open(os.path.join(task.work, name), "w") as f:
+            f.write(name)
+    snapshot_model_dir(task)
+    # What the task writes later (a new file, a replaced one) does not reach the snapshot.
+    with open(os.path.join(task.work, "data.bin"), "w") as f:
+        f.write("big")
+    os.replace(os.path.join(task.work, "pkg", "util.py"), os.path.join(task.work, "moved.py"))
+    model = os.path.join(task.run, "train", "model")
+    found = sorted(os.path.relpath(os.path.join(d, f), model) for d, _, fs in os.walk(model) for f in fs)
+    assert found == ["model_def.py", "pkg/util.py"]
 
 
 @pytest.mark.parametrize("name", ["../x.json", "a/b.json", ""])
