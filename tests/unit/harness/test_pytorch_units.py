@@ -139,3 +139,17 @@ def test_load_trial_class(tmp_path) -> None:
         load_trial_class("my_model_def:U", str(tmp_path))
     with pytest.raises(ValueError, match="MODULE:CLASS"):
         load_trial_class("python3 train.py", str(tmp_path))
+
+
+def test_metrics_are_averaged_over_batches_and_workers() -> None:
+    from det_harness.pytorch._trainer import batch_metrics, mean_metrics, sums_counts
+
+    rank0 = sums_counts([{"loss": 1.0, "acc": 0.5}, {"loss": 3.0, "acc": 0.7}])
+    rank1 = sums_counts([{"loss": 2.0}, {"loss": 6.0}])
+    assert mean_metrics([rank0, rank1]) == {"loss": 3.0, "acc": pytest.approx(0.6)}
+    assert mean_metrics([sums_counts([])]) == {}
+    assert batch_metrics(torch.tensor(2.5), "train_batch") == {"loss": 2.5}
+    with pytest.raises(ValueError, match="one number per metric"):
+        batch_metrics({"v": torch.ones(3)}, "evaluate_batch")
+    with pytest.raises(TypeError, match="must return a dict"):
+        batch_metrics([1.0], "train_batch")
