@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import getpass
 import os
 import socket
 from typing import Any
@@ -11,6 +13,8 @@ from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
 
+from .errors import DetError
+from .identity import IDENTITY_ENV, Identity, identity_path, write_identity
 from .rm.config import ResourceConfig, load_master_config, parse_resources
 from .server_ext.routes import ROUTES
 from .services.master import Master, MasterSettings, load_or_create_secret
@@ -81,6 +85,18 @@ class DetJupyterApp(ExtensionApp):
         "Empty: one pool named default.",
     )
 
+    kernel_identity = Bool(
+        True, config=True,
+        help="Give the server's kernels this master's URL and a session token of kernel_user "
+        "(a 0600 file under the Jupyter runtime dir, named by DET_JUPYTER_IDENTITY), so "
+        "notebooks, %det and the widgets need no second login.",
+    )
+    kernel_user = Unicode(
+        "", config=True,
+        help="det user the server's kernels act as (created if missing, not an admin). Empty: "
+        "the name of the OS user running the server. `det-jupyter up` sets admin.",
+    )
+
     @default("data_dir")
     def _default_data_dir(self) -> str:
         return os.environ.get("DET_DATA_DIR") or os.path.join(jupyter_data_dir(), "det-jupyter")
@@ -115,6 +131,7 @@ class DetJupyterApp(ExtensionApp):
         self._agent: Any = None
         self._agent_task: Any = None
         self._tick: Any = None
+        self._identity: tuple[str, str] | None = None  # (file, token)
 
     def _resources(self) -> ResourceConfig:
         """Pools and schedulers from the master config file, else from the traits; a bad
@@ -141,6 +158,7 @@ class DetJupyterApp(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self.master.set_url(self._own_url())
         self.master.start()
+        self._export_identity()
         # Validations reported in one loop turn share a transaction (group commit).
         self.master.searcher_batch.schedule = asyncio.get_running_loop().call_soon
         from tornado.ioloop import PeriodicCallback
@@ -166,6 +184,36 @@ class DetJupyterApp(ExtensionApp):
             self._agent_task = asyncio.ensure_future(self._agent.run())
         self.log.info("det-jupyter master at %s (cluster %s)", self.master.settings.url, self.master.cluster_id)
 
+    def _export_identity(self) -> None:
+        """Write this server's identity for its kernels (see ``det_jupyter.identity``); the
+        kernels inherit ``DET_JUPYTER_IDENTITY`` from this process's environment."""
+        if not self.kernel_identity:
+            return
+        try:
+            name = self.kernel_user or getpass.getuser()
+            self.master.auth.ensure_user(name)
+            token = self.master.auth.session_for(name)
+            path = write_identity(identity_path(self.serverapp.runtime_dir),
+                                  Identity(self.master.settings.url, name, token))
+        except (DetError, OSError, KeyError) as exc:  # getuser(): KeyError with no passwd entry
+            self.log.warning("det-jupyter: kernels get no identity (%s); they log in as usual", exc)
+            return
+        os.environ[IDENTITY_ENV] = str(path)
+        self._identity = (str(path), token)
+        self.log.info("det-jupyter: kernels act as det user %r (%s)", name, path)
+
+    def _drop_identity(self) -> None:
+        if self._identity is None:
+            return
+        path, token = self._identity
+        self._identity = None
+        if os.environ.get(IDENTITY_ENV) == path:
+            del os.environ[IDENTITY_ENV]
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        with contextlib.suppress(Exception):  # the database may be gone already
+            self.master.auth.logout(token)
+
     def _local_link(self, agent_id: str) -> Any:
         """The embedded agent's connection: frames go between it and its session directly,
         without a websocket, in this process's event loop."""
@@ -188,6 +236,7 @@ class DetJupyterApp(ExtensionApp):
         return link
 
     async def stop_extension(self) -> None:
+        self._drop_identity()
         if self._tick is not None:
             self._tick.stop()
         if self._agent is not None:

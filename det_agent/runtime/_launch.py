@@ -75,6 +75,11 @@ def _prepend(path: str, current: str | None) -> str:
     return f"{path}{os.pathsep}{current}" if current else path
 
 
+#: Variables of the agent's own process that its tasks must not inherit: an embedded agent
+#: runs inside the master, whose kernels' credentials file is named here.
+PRIVATE_ENV = ("DET_JUPYTER_IDENTITY",)
+
+
 def build_env(
     spec: Mapping[str, Any],
     *,
@@ -93,6 +98,8 @@ def build_env(
     id of this agent to "cuda" or "cpu".
     """
     env = dict(base)
+    for key in PRIVATE_ENV:
+        env.pop(key, None)
     if python_bin:
         env["PATH"] = _prepend(python_bin, env.get("PATH"))
     env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})

@@ -37,6 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
     if os.geteuid() == 0:
         cfg.ServerApp.allow_root = True
     cfg.DetJupyterApp.data_dir = data_dir
+    cfg.DetJupyterApp.kernel_user = "admin"  # the operator's own server: its kernels are admin
     if args.slots is not None:
         cfg.DetJupyterApp.agent_slots = args.slots
     if args.db_url:

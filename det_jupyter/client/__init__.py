@@ -2,7 +2,9 @@
 ``determined.experimental.client``, on the standard library's HTTP only.
 
     from det_jupyter import client
-    client.login("http://127.0.0.1:8080", "admin", "…")   # or DET_MASTER + a cached token
+    client.login("http://127.0.0.1:8080", "admin", "…")   # or DET_MASTER + a cached token,
+                                                          # or, in a det-jupyter server's
+                                                          # kernel, nothing: its own identity
     exp = client.create_experiment("config.yaml", "./model_dir")
     exp.wait()
     best = exp.top_checkpoint()
@@ -43,7 +45,7 @@ __all__ = [
     "DEFAULT_MASTER", "TERMINAL_STATES", "APIError", "BadRequest", "Checkpoint", "ConfigLike",
     "Conflict", "DetClientError", "Determined", "Experiment", "Forbidden", "InvalidInput",
     "MasterUnreachable", "NotFound", "NotLoggedIn", "PayloadTooLarge", "ServerError",
-    "TokenStore", "Trial", "Unauthenticated", "WaitTimeout", "create_experiment",
+    "TokenStore", "Trial", "Unauthenticated", "WaitTimeout", "create_experiment", "current",
     "get_checkpoint", "get_experiment", "get_trial", "list_agents", "list_experiments",
     "list_jobs", "load_config", "login", "master_info", "master_url",
 ]
@@ -61,8 +63,13 @@ def login(master: str | None = None, user: str | None = None,
     return _default
 
 
-def _client() -> Determined:
+def current() -> Determined:
+    """The default session: the last ``login()``'s, else a new ``login()`` with no
+    arguments (the notebook server's identity, ``DET_MASTER`` and a cached token, …)."""
     return _default if _default is not None else login()
+
+
+_client = current
 
 
 def create_experiment(config: ConfigLike, model_dir: str | os.PathLike | None = None,

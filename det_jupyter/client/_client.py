@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from det_jupyter.identity import load_identity
+
 from ._errors import InvalidInput, NotLoggedIn
 from ._experiment import Experiment
 from ._session import Session, TokenStore, master_url
@@ -64,13 +66,18 @@ class Determined:
     """A session with a det-jupyter (or Determined 0.38.1) master.
 
     Credentials, first that applies: ``token``; ``password`` (logs in and caches the token);
-    ``DET_PASS`` with ``user``/``DET_USER``; else the cached token of ``user`` (or of the
-    last user who logged in to this master). Raises ``NotLoggedIn`` when none applies.
+    ``DET_PASS`` with ``user``/``DET_USER``; in a kernel of a Jupyter server that runs the
+    det-jupyter extension, the server's identity (``det_jupyter.identity``: its master and
+    user, when ``master``/``user`` name no other); else the cached token of ``user`` (or of
+    the last user who logged in to this master). Raises ``NotLoggedIn`` when none applies.
     """
 
     def __init__(self, master: str | None = None, user: str | None = None,
                  password: str | None = None, *, token: str | None = None,
                  store: TokenStore | None = None) -> None:
+        ident = load_identity()
+        if ident is not None and master is None and not os.environ.get("DET_MASTER"):
+            master = ident.master
         self.master = master_url(master)
         self._store = store or TokenStore()
         self._session = Session(self.master)
@@ -81,6 +88,10 @@ class Determined:
             self._session.token = token
         elif password is not None:
             self._login(user or "determined", password)
+        elif (ident is not None and ident.master == self.master
+              and user in (None, ident.username)):
+            self._session.token = ident.token
+            user = ident.username
         else:
             user = user or self._store.active_user(self.master)
             cached = self._store.token(self.master, user) if user else None
@@ -170,6 +181,25 @@ class Determined:
         body = self._session.get("/api/v1/job-queues-v2", **({"resourcePool": resource_pool}
                                                              if resource_pool else {}))
         return [j.get("full") or j for j in body.get("jobs") or []]
+
+    def update_job(self, job_id: str, *, priority: int | None = None, weight: float | None = None,
+                   resource_pool: str | None = None, ahead_of: str | None = None,
+                   behind_of: str | None = None) -> None:
+        """Change a queued job (``POST /api/v1/job-queues``, what ``det job update`` does):
+        its priority, fair-share weight or pool, or move it just ahead of / behind another job."""
+        update: dict[str, Any] = {"jobId": job_id, "priority": priority, "weight": weight,
+                                  "resourcePool": resource_pool, "aheadOf": ahead_of,
+                                  "behindOf": behind_of}
+        update = {k: v for k, v in update.items() if v is not None}
+        if len(update) < 2:
+            raise InvalidInput("update_job needs one of priority, weight, resource_pool, "
+                               "ahead_of, behind_of")
+        self._session.post("/api/v1/job-queues", {"updates": [update]})
+
+    def list_models(self) -> list[dict[str, Any]]:
+        """Registered models (``v1Model`` dicts). ``NotFound`` from a master without a model
+        registry (det-jupyter has none yet)."""
+        return self._session.get("/api/v1/models").get("models") or []
 
     def list_agents(self) -> list[dict[str, Any]]:
         """Connected agents (``v1Agent`` dicts: id, slots, resourcePools, enabled, …)."""

@@ -162,8 +162,9 @@ class Trial:
         """The master's JSON for this trial (``v1Trial``)."""
         return dict(self._data)
 
-    def _workloads(self, kind: str) -> list[dict[str, Any]]:
-        body = self._session.get(f"/api/v1/trials/{self.id}/workloads")
+    def _workloads(self, kind: str, body: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        if body is None:
+            body = self._session.get(f"/api/v1/trials/{self.id}/workloads")
         out = []
         for w in body.get("workloads") or []:
             if kind in w:
@@ -182,6 +183,13 @@ class Trial:
         """Every validation report, oldest first, shaped like ``training_metrics()``."""
         return self._workloads("validation")
 
+    def metrics(self) -> dict[str, list[dict[str, Any]]]:
+        """``{"training": training_metrics(), "validation": validation_metrics()}`` from one
+        request."""
+        body = self._session.get(f"/api/v1/trials/{self.id}/workloads")
+        return {"training": self._workloads("training", body),
+                "validation": self._workloads("validation", body)}
+
     def logs(self, follow: bool = False) -> Iterator[str]:
         """The trial's log lines (without the trailing newline); with ``follow`` the stream
         goes on until the trial ends."""
@@ -189,6 +197,13 @@ class Trial:
         for entry in self._session.stream(f"/api/v1/trials/{self.id}/logs", params,
                                           timeout=None if follow else 120):
             yield str(entry.get("message") or entry.get("log") or "").rstrip("\n")
+
+    def log_tail(self, n: int = 50) -> list[str]:
+        """The trial's last ``n`` log lines, oldest first (one request, however long the log)."""
+        params = {"limit": n, "orderBy": "ORDER_BY_DESC"}
+        lines = [str(e.get("message") or e.get("log") or "").rstrip("\n")
+                 for e in self._session.stream(f"/api/v1/trials/{self.id}/logs", params, timeout=60)]
+        return lines[::-1]
 
     def checkpoints(self) -> list[Checkpoint]:
         body = self._session.get(f"/api/v1/trials/{self.id}/checkpoints")

@@ -206,6 +206,21 @@ class AuthService:
         with self._reader.connect() as conn:
             return [_user(r) for r in conn.execute(sa.select(t.users).order_by(t.users.c.id))]
 
+    def ensure_user(self, username: str, *, admin: bool = False) -> User:
+        """The user named ``username``, created (active, with a random password nobody
+        knows) if there is none. An existing user is returned unchanged."""
+        if not username or len(username) > 255:
+            raise InvalidRequest(f"invalid user name {username!r}")
+        with self._engine.begin() as conn:
+            row = conn.execute(sa.select(t.users).where(t.users.c.username == username)).first()
+            if row is None:
+                now = self._clock.now()
+                conn.execute(sa.insert(t.users).values(
+                    username=username, admin=admin, active=True, created_at=now, modified_at=now,
+                    password_hash=hash_password(client_hash(secrets.token_urlsafe(32)))))
+                row = conn.execute(sa.select(t.users).where(t.users.c.username == username)).one()
+        return _user(row)
+
     def session_for(self, username: str) -> str:
         """Open a session for a user without a password (the local operator, e.g. `up`)."""
         user = self.user_by_name(username)

@@ -124,3 +124,16 @@ def test_set_password_replaces_the_old_one(auth: AuthService) -> None:
         auth.login("determined", PASSWORD, False)
     _, logged_in = auth.login("determined", client_hash("N3w-password"), True)
     assert logged_in.id == user.id
+
+
+def test_ensure_user_creates_a_passwordless_user_once(auth: AuthService) -> None:
+    """The Jupyter user of a server with the extension (its kernels' identity)."""
+    created = auth.ensure_user("jovyan")
+    assert created.username == "jovyan" and created.active and not created.admin
+    assert auth.ensure_user("jovyan") == created
+    assert auth.ensure_user("admin").admin  # an existing user is returned unchanged
+    token = auth.session_for("jovyan")
+    assert auth.user_for_token(token).username == "jovyan"
+    with pytest.raises(Forbidden):  # nobody knows its password
+        auth.login("jovyan", "", is_hashed=False)
+    assert len(auth.list_users()) == 3

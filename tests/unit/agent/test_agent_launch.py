@@ -66,6 +66,12 @@ def test_env_values(spec_env: dict, slot_ids: list[int], key: str, value: str) -
     assert _env(spec_env, slot_ids)[key] == value
 
 
+def test_env_drops_the_masters_private_variables() -> None:
+    env = build_env({"allocation_id": "a.1", "env": {}}, base={"DET_JUPYTER_IDENTITY": "/x", "HOME": "/h"},
+                    agent_id="ag", slot_types=SLOTS, harness=None, python_bin=None)
+    assert "DET_JUPYTER_IDENTITY" not in env and env["HOME"] == "/h"
+
+
 def test_env_without_harness_leaves_pythonpath_alone() -> None:
     env = _env({}, [0], base={"PYTHONPATH": "/x"}, harness=None, python_bin=None)
     assert env["PYTHONPATH"] == "/x"

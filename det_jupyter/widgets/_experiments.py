@@ -1,0 +1,173 @@
+"""The experiments list and the experiment view."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as w
+
+from det_jupyter.client import Determined
+
+from . import _views as v
+from ._base import DEFAULT_INTERVAL, LiveWidget, enable_actions, verb_buttons
+from ._charts import line_figure, parcoords, sync_lines
+
+_STATES = ("ACTIVE", "QUEUED", "RUNNING", "PAUSED", "COMPLETED", "CANCELED", "ERROR")
+
+
+class ExperimentsWidget(LiveWidget):
+    """Experiments with a text filter, a state filter, sorting, and pause / activate / kill
+    for the chosen one. ``all_users``: everyone's experiments (default: only yours)."""
+
+    def __init__(self, det: Determined | None = None, *, all_users: bool = False,
+                 limit: int | None = None, interval: float = 2.0) -> None:
+        self.all_users = all_users
+        self.limit = limit
+        self._users: list[str] | None = None
+        super().__init__(det, interval=interval)
+
+    def _build(self) -> None:
+        self.filter = w.Text(placeholder="filter: id, name or owner", layout=w.Layout(width="220px"))
+        self.states = w.SelectMultiple(options=_STATES, rows=3, description="state",
+                                       layout=w.Layout(width="260px"))
+        self.sort = w.Dropdown(options=v.EXPERIMENT_SORT_KEYS, value="id", description="sort",
+                               layout=w.Layout(width="160px"))
+        self.descending = w.Checkbox(value=True, description="descending", indent=False)
+        self.table = w.HTML()
+        self.selected = w.Dropdown(options=[], description="experiment",
+                                   layout=w.Layout(width="260px"))
+        self.buttons = verb_buttons(self, lambda: self.det.get_experiment(self.selected.value))
+        for control in (self.filter, self.states, self.sort, self.descending):
+            control.observe(self._locked(lambda: self._render(self.data)), names="value")
+        self.selected.observe(self._locked(self._enable), names="value")
+        self.children = [
+            w.HBox([self.filter, self.states, self.sort, self.descending]), self.table,
+            w.HBox([self.selected, *self.buttons.values()]), self.status,
+        ]
+
+    def _fetch(self) -> list[dict[str, Any]]:
+        if self._users is None:
+            self._users = [] if self.all_users else [self.det.username or self.det.whoami()["username"]]
+        return [e.to_dict() for e in self.det.list_experiments(users=self._users, limit=self.limit)]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return v.experiment_rows(self.data or [], text=self.filter.value,
+                                 states=self.states.value, sort=self.sort.value,
+                                 descending=self.descending.value)
+
+    def _render(self, data: Any) -> None:
+        rows = self.rows()
+        self.table.value = v.html_table(
+            ["ID", "Name", "Owner", "State", "Progress", "Trials", "Best", "Start"],
+            [[r["id"], r["name"], r["owner"], r["state"], v.progress_text(r["progress"]),
+              r["trials"], r["best"], r["start"]] for r in rows])
+        options = [(f"{r['id']} {r['name']}", r["id"]) for r in rows]
+        if options != list(self.selected.options):
+            keep = self.selected.value
+            self.selected.options = options
+            if keep in [o[1] for o in options]:
+                self.selected.value = keep
+        self._enable()
+
+    def _enable(self) -> None:
+        row = next((r for r in self.rows() if r["id"] == self.selected.value), None)
+        enable_actions(self.buttons, row["actions"] if row else [])
+
+
+class ExperimentWidget(LiveWidget):
+    """One experiment, live: state and progress, best trial, training and validation curves
+    per trial, ASHA rungs, hyperparameters in parallel coordinates, the trials; pause /
+    activate / kill. Polling stops once the experiment has ended."""
+
+    def __init__(self, experiment_id: int, det: Determined | None = None, *,
+                 interval: float = DEFAULT_INTERVAL) -> None:
+        self.experiment_id = int(experiment_id)
+        self._finished: dict[int, dict[str, Any]] = {}  # metrics of ended trials: fetched once
+        super().__init__(det, interval=interval)
+
+    def _build(self) -> None:
+        self.header = w.HTML()
+        self.buttons = verb_buttons(self, lambda: self.det.get_experiment(self.experiment_id))
+        self.train_metric = w.Dropdown(options=[], description="training")
+        self.val_metric = w.Dropdown(options=[], description="validation")
+        self.train_fig = line_figure("training")
+        self.val_fig = line_figure("validation")
+        self.coords_fig = line_figure("hyperparameters", xlabel="", height=320)
+        self.rungs = w.HTML()
+        self.trials = w.HTML()
+        for dd in (self.train_metric, self.val_metric):
+            dd.observe(self._locked(self._draw_curves), names="value")
+        self.children = [
+            self.header, w.HBox(list(self.buttons.values())),
+            w.HBox([self.train_metric, self.val_metric]),
+            w.HBox([self.train_fig, self.val_fig]), self.rungs, self.coords_fig, self.trials,
+            self.status,
+        ]
+
+    def _fetch(self) -> dict[str, Any]:
+        exp = self.det.get_experiment(self.experiment_id)  # one GET, fresh
+        trials = exp.trials()
+        metrics: dict[int, dict[str, Any]] = {}
+        for t in trials:
+            if t.id in self._finished:
+                metrics[t.id] = self._finished[t.id]
+                continue
+            m = t.metrics()
+            if t.state in v.TERMINAL:
+                self._finished[t.id] = m
+            metrics[t.id] = m
+        return {"experiment": exp.to_dict(), "trials": [t.to_dict() for t in trials],
+                "metrics": metrics}
+
+    def _done(self, data: Any) -> bool:
+        return v.state_name(data["experiment"].get("state")) in v.TERMINAL
+
+    def _render(self, data: Any) -> None:
+        e = data["experiment"]
+        cfg = e.get("config") or {}
+        searcher = cfg.get("searcher") or {}
+        smaller = bool(searcher.get("smaller_is_better", True))
+        best = v.best_trial(data["trials"], smaller)
+        row = v.experiment_row(e)
+        best_text = (f"best trial {best['id']}: {searcher.get('metric')} = {v.fmt(best['value'])}"
+                     f" {html.escape(v.fmt(best['hparams']))}" if best else "no validation yet")
+        self.header.value = (
+            f"<b>Experiment {row['id']}</b> {html.escape(row['name'])} — <b>{row['state']}</b>"
+            f" {v.progress_text(row['progress'])} · {row['trials']} trial(s) · "
+            f"{html.escape(searcher.get('name') or '')} · {best_text}")
+        enable_actions(self.buttons, row["actions"])
+        self._curves = v.curves(data["metrics"])
+        for dd, group in ((self.train_metric, "training"), (self.val_metric, "validation")):
+            names = sorted(self._curves[group])
+            if list(dd.options) != names:
+                keep = dd.value
+                preferred = searcher.get("metric") if group == "validation" else "loss"
+                dd.options = names
+                dd.value = keep if keep in names else (preferred if preferred in names else
+                                                       (names[0] if names else None))
+        self._draw_curves()
+        rungs = v.asha_rungs(searcher, data["trials"], {tid: m["validation"] for tid, m in
+                                                          data["metrics"].items()})
+        self.rungs.value = ("<b>ASHA rungs</b>" + v.html_table(
+            ["Rung", searcher.get("time_metric") or "batches", "Reached", "Stopped here",
+             "Running", "Best"],
+            [[r["rung"], r["units"], _ids(r["reached"]), _ids(r["stopped"]), _ids(r["running"]),
+              r["best"]] for r in rungs])) if rungs else ""
+        parcoords(self.coords_fig, v.hparam_coords(data["trials"], searcher.get("metric") or "metric"))
+        self.trials.value = v.html_table(
+            ["Trial", "State", "Batches", "Metric", "Restarts", "Hyperparameters"],
+            [list(r.values()) for r in v.trial_rows(data["trials"])])
+
+    def _draw_curves(self) -> None:
+        curves = getattr(self, "_curves", {"training": {}, "validation": {}})
+        for fig, dd, group in ((self.train_fig, self.train_metric, "training"),
+                               (self.val_fig, self.val_metric, "validation")):
+            per_trial = curves[group].get(dd.value) or {}
+            fig.layout.yaxis.title = dd.value or ""
+            sync_lines(fig, {f"trial {tid}": pts for tid, pts in per_trial.items()},
+                       mode="lines" if group == "training" else "lines+markers")
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(str(i) for i in ids)

@@ -1,0 +1,68 @@
+"""The trial view: metrics table and chart, log tail, checkpoints."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as w
+
+from det_jupyter.client import Determined
+
+from . import _views as v
+from ._base import DEFAULT_INTERVAL, LiveWidget
+from ._charts import line_figure, sync_lines
+
+
+class TrialWidget(LiveWidget):
+    """One trial, live until it ends: every metric over batches, the metrics table, the
+    last ``log_lines`` log lines and its checkpoints."""
+
+    def __init__(self, trial_id: int, det: Determined | None = None, *,
+                 interval: float = DEFAULT_INTERVAL, log_lines: int = 40) -> None:
+        self.trial_id = int(trial_id)
+        self.log_lines = log_lines
+        super().__init__(det, interval=interval)
+
+    def _build(self) -> None:
+        self.header = w.HTML()
+        self.chart = line_figure("metrics")
+        self.table = w.HTML()
+        self.logs = w.HTML()
+        self.checkpoints = w.HTML()
+        self.children = [
+            self.header, self.chart,
+            w.Accordion(children=[self.table, self.logs, self.checkpoints],
+                        titles=("Metrics", "Log tail", "Checkpoints")),
+            self.status,
+        ]
+
+    def _fetch(self) -> dict[str, Any]:
+        t = self.det.get_trial(self.trial_id)
+        return {"trial": t.to_dict(), **t.metrics(),
+                "checkpoints": [c.to_dict() for c in t.checkpoints()],
+                "logs": t.log_tail(self.log_lines)}
+
+    def _done(self, data: Any) -> bool:
+        return v.state_name(data["trial"].get("state")) in v.TERMINAL
+
+    def _render(self, data: Any) -> None:
+        t = data["trial"]
+        row = v.trial_rows([t])[0]
+        self.header.value = (
+            f"<b>Trial {row['id']}</b> of experiment {t.get('experimentId')} — "
+            f"<b>{row['state']}</b> · {row['batches']} batches · metric {v.fmt(row['metric'])}"
+            f" · restarts {row['restarts']} · {html.escape(row['hparams'])}")
+        curves = v.curves({self.trial_id: {"training": data["training"],
+                                           "validation": data["validation"]}})
+        series = {f"{group}.{name}": per[self.trial_id]
+                  for group in ("training", "validation")
+                  for name, per in sorted(curves[group].items())}
+        sync_lines(self.chart, series, mode="lines+markers")
+        headers, rows = v.metrics_table(data["training"], data["validation"])
+        self.table.value = v.html_table(headers, rows)
+        self.logs.value = ("<pre style='max-height:300px;overflow:auto'>"
+                           f"{html.escape(v.log_tail(data['logs'], self.log_lines))}</pre>")
+        self.checkpoints.value = v.html_table(
+            ["UUID", "State", "Batches", "Files", "Reported"],
+            [list(r.values()) for r in v.checkpoint_rows(data["checkpoints"])])
