@@ -215,3 +215,14 @@ def test_two_slot_trial_paused_mid_epoch_resumes_exactly(master: MasterProcess) 
     assert sorted(again) == sorted(ref_curve) == list(range(1, 25))
     for step in ref_curve:
         assert again[step] == pytest.approx(ref_curve[step], rel=1e-6), step
+
+
+def test_script_entrypoint_takes_its_length_from_the_searcher(master: MasterProcess) -> None:
+    client = master.admin()
+    cfg = toy_config(entrypoint="python3 train_script.py",
+                     searcher={"name": "single", "metric": "validation_loss",
+                               "max_length": {"epochs": 3}})
+    trial = finish(client, submit(client, cfg))
+    assert sorted(validations(client, trial["id"])) == [EPOCH, 2 * EPOCH, 3 * EPOCH]
+    assert sorted(losses(client, trial["id"])) == [4, 8, 12, 16, 20, 24]
+    assert trial["totalBatchesProcessed"] == 3 * EPOCH
