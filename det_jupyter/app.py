@@ -200,6 +200,8 @@ class DetJupyterApp(ExtensionApp):
             return
         os.environ[IDENTITY_ENV] = str(path)
         self._identity = (str(path), token)
+        # The sidebar's POST /det-jupyter/session gives a browser user the same identity.
+        self.serverapp.web_app.settings["det_kernel_user"] = name
         self.log.info("det-jupyter: kernels act as det user %r (%s)", name, path)
 
     def _drop_identity(self) -> None:
@@ -207,6 +209,7 @@ class DetJupyterApp(ExtensionApp):
             return
         path, token = self._identity
         self._identity = None
+        self.serverapp.web_app.settings.pop("det_kernel_user", None)
         if os.environ.get(IDENTITY_ENV) == path:
             del os.environ[IDENTITY_ENV]
         with contextlib.suppress(OSError):

@@ -13,6 +13,17 @@ fi
 .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/pip install -q -e '.[test,examples]'
 
+# Browser tests: the built JupyterLab sidebar (built here from labextension/ when missing, which
+# needs npm) and Debian's chromium (installed when running as root), driven by the playwright
+# package of the test extra (never `playwright install`). Without them tests/browser skips, saying why.
+if [ ! -f det_jupyter/labextension/package.json ] && command -v npm >/dev/null; then
+  bash scripts/build_labextension.sh
+fi
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ]; then
+  { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+    || echo "test.sh: chromium could not be installed; tests/browser will skip" >&2
+fi
+
 # The stock determined client lives in a venv of its own (it ships its own `det`), with torch
 # and tensorboard, which its Core API imports at init. Never installed into .venv.
 DET_VENV=${DET_COMPAT_VENV:-$PWD/.venv-det}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _auth, _cluster, _commands, _experiments, _jobs, _tasks, _trials
+from . import _auth, _cluster, _commands, _experiments, _jobs, _lab, _tasks, _trials
 from ._base import NotFoundHandler
 
 _ID = r"(\d+)"
@@ -12,6 +12,7 @@ _TASK = r"([^/]+)"
 
 ROUTES: list[tuple[str, Any]] = [
     (r"/info", _auth.InfoHandler),
+    (r"/det-jupyter/session", _lab.LabSessionHandler),
     (r"/agents", _cluster.AgentSocket),
     (r"/api/v1/master", _auth.MasterHandler),
     (r"/api/v1/auth/login", _auth.LoginHandler),

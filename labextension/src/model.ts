@@ -1,0 +1,124 @@
+/**
+ * What the sidebar shows, as pure functions of det API responses (no DOM, no fetch).
+ */
+
+export interface ExperimentRow {
+  id: number;
+  name: string;
+  state: string;
+  progress: string;
+  best: string;
+  metric: string;
+}
+
+export interface JobRow {
+  position: number;
+  name: string;
+  kind: string;
+  state: string;
+  pool: string;
+  slots: string;
+  wait: string;
+}
+
+export interface AgentRow {
+  id: string;
+  pool: string;
+  used: number;
+  total: number;
+  enabled: boolean;
+}
+
+export interface ClusterView {
+  agents: AgentRow[];
+  used: number;
+  total: number;
+}
+
+/** `STATE_RUNNING` → `RUNNING`, `TYPE_EXPERIMENT` → `EXPERIMENT`. */
+export function stripPrefix(value: unknown, prefix: string): string {
+  const s = typeof value === 'string' ? value : '';
+  return s.startsWith(prefix) ? s.slice(prefix.length) : s;
+}
+
+/** 0.421 → `42%`; absent → empty. */
+export function percent(value: unknown): string {
+  if (typeof value !== 'number' || !isFinite(value)) {
+    return '';
+  }
+  return `${Math.floor(Math.min(Math.max(value, 0), 1) * 100)}%`;
+}
+
+/** A metric with four significant digits (`0.1235`, `1.235e+5`); absent → empty. */
+export function metric(value: unknown): string {
+  if (typeof value !== 'number' || !isFinite(value)) {
+    return '';
+  }
+  return Math.abs(value) >= 1e5 || (value !== 0 && Math.abs(value) < 1e-3)
+    ? value.toExponential(3)
+    : String(Number(value.toPrecision(4)));
+}
+
+export function experimentRows(body: any): ExperimentRow[] {
+  const list: any[] = Array.isArray(body?.experiments) ? body.experiments : [];
+  return list
+    .map(e => ({
+      id: Number(e.id),
+      name: String(e.name ?? ''),
+      state: stripPrefix(e.state, 'STATE_'),
+      progress: percent(e.progress),
+      best: metric(e.bestTrialSearcherMetric),
+      metric: String(e.searcherMetric ?? '')
+    }))
+    .sort((a, b) => b.id - a.id);
+}
+
+/** Jobs of one pool's queue, in queue order (position 1 runs or is next). */
+export function jobRows(body: any): JobRow[] {
+  const list: any[] = Array.isArray(body?.jobs) ? body.jobs : [];
+  return list.map((item, i) => {
+    const j = item?.full ?? item ?? {};
+    const requested = Number(j.requestedSlots ?? 0);
+    const allocated = Number(j.allocatedSlots ?? 0);
+    const ahead = j.summary?.jobsAhead;
+    let wait = '';
+    if (j.waitReason) {
+      wait = String(j.waitReason);
+    } else if (typeof ahead === 'number' && ahead > 0) {
+      wait = `${ahead} job${ahead === 1 ? '' : 's'} ahead`;
+    }
+    return {
+      position: i + 1,
+      name: String(j.name ?? j.jobId ?? ''),
+      kind: stripPrefix(j.type, 'TYPE_'),
+      state: stripPrefix(j.summary?.state, 'STATE_'),
+      pool: String(j.resourcePool ?? ''),
+      slots: `${allocated}/${requested}`,
+      wait
+    };
+  });
+}
+
+export function clusterView(body: any): ClusterView {
+  const list: any[] = Array.isArray(body?.agents) ? body.agents : [];
+  const agents = list.map(a => {
+    const slots: any[] = Object.values(a.slots ?? {});
+    return {
+      id: String(a.id),
+      pool: String((a.resourcePools ?? [])[0] ?? ''),
+      used: slots.filter(s => s && s.container).length,
+      total: slots.length,
+      enabled: a.enabled !== false
+    };
+  });
+  return {
+    agents,
+    used: agents.reduce((n, a) => n + a.used, 0),
+    total: agents.reduce((n, a) => n + a.total, 0)
+  };
+}
+
+/** The code a notebook cell or console runs to describe an experiment. */
+export function describeCode(id: number): string {
+  return `%load_ext det_jupyter\n%det e describe ${id}`;
+}
