@@ -14,6 +14,11 @@ __all__ = ["__version__", "load_ipython_extension"]
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    import os
+
+    if os.environ.get("DET_TASK_TYPE"):
+        # A JupyterLab running as a det task (a notebook) is not a master: never start one there.
+        return []
     from .app import DetJupyterApp
 
     return [{"module": "det_jupyter.app", "app": DetJupyterApp}]

@@ -85,6 +85,23 @@ class DetJupyterApp(ExtensionApp):
         "Empty: one pool named default.",
     )
 
+    notebook_dir = Unicode(
+        "", config=True,
+        help="Directory under which each user's notebooks work (<dir>/<user>, kept across "
+        "notebooks, culling and restarts). Empty: <data_dir>/notebooks. Agents on other hosts "
+        "need it at the same path (a shared file system), or a notebook config's work_dir.",
+    )
+    notebook_timeout = Float(
+        0.0, config=True,
+        help="Seconds a notebook may stay idle before it is culled, unless its config sets "
+        "idle_timeout. 0: never.",
+    )
+    notebook_idle_check = Float(
+        30.0, config=True,
+        help="Seconds between looks at each running notebook's kernels, terminals and activity "
+        "(default: env DET_NOTEBOOK_IDLE_CHECK, else 30).",
+    )
+
     kernel_identity = Bool(
         True, config=True,
         help="Give the server's kernels this master's URL and a session token of kernel_user "
@@ -96,6 +113,10 @@ class DetJupyterApp(ExtensionApp):
         help="det user the server's kernels act as (created if missing, not an admin). Empty: "
         "the name of the OS user running the server. `det-jupyter up` sets admin.",
     )
+
+    @default("notebook_idle_check")
+    def _default_idle_check(self) -> float:
+        return float(os.environ.get("DET_NOTEBOOK_IDLE_CHECK") or 30.0)
 
     @default("data_dir")
     def _default_data_dir(self) -> str:
@@ -116,6 +137,9 @@ class DetJupyterApp(ExtensionApp):
             preemption_timeout_s=self.preemption_timeout,
             agent_reconnect_wait_s=self.agent_reconnect_wait,
             resources=self._resources(),
+            notebook_dir=self.notebook_dir or None,
+            notebook_timeout_s=self.notebook_timeout or None,
+            notebook_idle_check_s=self.notebook_idle_check,
         ))
         if self.master.generated_password:
             path = os.path.join(self.data_dir, "admin_password")
@@ -166,6 +190,9 @@ class DetJupyterApp(ExtensionApp):
         # Events drive scheduling; this tick is a safety net so nothing waits on a lost event.
         self._tick = PeriodicCallback(self.master.rm.schedule_soon, 2000)
         self._tick.start()
+        # Notebooks: readiness (every second) and idle culling (every notebook_idle_check).
+        self._notebook_tick = PeriodicCallback(self._notebooks_tick, 1000)
+        self._notebook_tick.start()
         if self.embedded_agent:
             from det_agent import Agent, detect_slots
 
@@ -183,6 +210,12 @@ class DetJupyterApp(ExtensionApp):
             )
             self._agent_task = asyncio.ensure_future(self._agent.run())
         self.log.info("det-jupyter master at %s (cluster %s)", self.master.settings.url, self.master.cluster_id)
+
+    async def _notebooks_tick(self) -> None:
+        try:
+            await self.master.notebooks.tick()
+        except Exception:  # a bad pass must not stop the next one
+            self.log.exception("det-jupyter: notebook readiness/idle pass failed")
 
     def _export_identity(self) -> None:
         """Write this server's identity for its kernels (see ``det_jupyter.identity``); the
@@ -242,6 +275,7 @@ class DetJupyterApp(ExtensionApp):
         self._drop_identity()
         if self._tick is not None:
             self._tick.stop()
+            self._notebook_tick.stop()
         if self._agent is not None:
             await self._agent.stop()
         if self._agent_task is not None:

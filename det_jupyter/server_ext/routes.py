@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _auth, _cluster, _commands, _experiments, _jobs, _lab, _tasks, _trials
+from . import (
+    _auth,
+    _cluster,
+    _commands,
+    _experiments,
+    _jobs,
+    _lab,
+    _notebooks,
+    _proxy,
+    _tasks,
+    _trials,
+)
 from ._base import NotFoundHandler
 
 _ID = r"(\d+)"
@@ -13,6 +24,8 @@ _TASK = r"([^/]+)"
 ROUTES: list[tuple[str, Any]] = [
     (r"/info", _auth.InfoHandler),
     (r"/det-jupyter/session", _lab.LabSessionHandler),
+    (r"/proxy/([^/]+)/(.*)", _proxy.ProxyHandler),
+    (r"/proxy/([^/]+)", _proxy.ProxyRootHandler),
     (r"/agents", _cluster.AgentSocket),
     (r"/api/v1/master", _auth.MasterHandler),
     (r"/api/v1/auth/login", _auth.LoginHandler),
@@ -63,6 +76,10 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/commands/([^/]+)/kill", _commands.CommandKillHandler),
     (r"/api/v1/commands/([^/]+)/set_priority", _commands.CommandPriorityHandler),
     (r"/api/v1/resource-pools", _cluster.ResourcePoolsHandler),
+    (r"/api/v1/notebooks", _notebooks.NotebooksHandler),
+    (r"/api/v1/notebooks/([^/]+)", _notebooks.NotebookHandler),
+    (r"/api/v1/notebooks/([^/]+)/kill", _notebooks.NotebookKillHandler),
+    (r"/api/v1/notebooks/([^/]+)/set_priority", _notebooks.NotebookPriorityHandler),
     (r"/api/v1/job-queues-v2", _jobs.JobQueueHandler),
     (r"/api/v1/.*", NotFoundHandler),
 ]

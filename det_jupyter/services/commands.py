@@ -7,6 +7,8 @@ preemptible), and it runs once: its exit ends it, whatever the code.
 
 from __future__ import annotations
 
+import os
+import secrets
 import shlex
 import uuid
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from ..errors import Forbidden, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
+from ._interactive import NotebookSettings, notebook_entrypoint
 from ._states import AllocState
 from ._task_spec import gang_env, master_env, task_env
 from .allocations import AllocationService, Gang
@@ -28,6 +31,7 @@ from .auth import User
 from .cluster_info import build_info_files
 
 DEFAULT_PRIORITY = 42
+_CLI = {"COMMAND": "cmd", "NOTEBOOK": "notebook"}
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,27 @@ class CommandService:
         self._allocs = allocations
         self.identity = identity  # trials.MasterIdentity; replaced when the URL is known
         self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
+        self.notebook_root = "/tmp/det-notebooks"  # a user's notebooks work in <root>/<user>
+        self.notebook_timeout_s: float | None = None  # the master's default idle_timeout
 
-    def launch(self, user: User, raw_config: Any, files: list[dict] | None = None) -> sa.Row:
+    def launch(self, user: User, raw_config: Any, files: list[dict] | None = None,
+               kind: str = "COMMAND") -> sa.Row:
+        """Queue a task of ``kind`` (COMMAND, or NOTEBOOK: JupyterLab behind the proxy)."""
+        extra: dict[str, Any] = {}
+        if kind == "NOTEBOOK":
+            raw_config = dict(raw_config or {}) if isinstance(raw_config, dict) else raw_config
+            if not isinstance(raw_config, dict):
+                raise InvalidRequest("config must be an object")
+            raw_config.setdefault("entrypoint", "jupyter lab")  # replaced when it is placed
+            raw_config.setdefault("description", f"Notebook ({user.username})")
+            try:
+                nb = NotebookSettings.parse(raw_config, self.notebook_timeout_s)
+            except ValueError as exc:
+                raise InvalidRequest(str(exc)) from None
+            extra = {"idle_timeout": nb.idle_timeout_s, "notebook_idle_type": nb.idle_type,
+                     "work_dir": nb.work_dir or os.path.join(self.notebook_root, user.username)}
+        elif kind != "COMMAND":
+            raise InvalidRequest(f"unknown task type {kind!r}")
         cfg = CommandConfig.parse(raw_config)
         try:
             self.resources.check_pool(cfg.resource_pool, "config.resources.resource_pool")
@@ -94,38 +117,42 @@ class CommandService:
         pool = self.resources.pool_for(cfg.resource_pool, cfg.slots)
         priority = cfg.priority or self.resources.pools[pool].scheduler.default_priority
         tgz = expconf.context_to_tgz(files or []) if files else None
-        task_id = f"cmd-{uuid.uuid4()}"
+        task_id = f"{'nb' if kind == 'NOTEBOOK' else 'cmd'}-{uuid.uuid4()}"
         job_id = f"job-{uuid.uuid4()}"
         now = self._clock.now()
         with self._engine.begin() as conn:
             conn.execute(sa.insert(t.jobs).values(
-                job_id=job_id, job_type="COMMAND", owner_id=user.id, priority=priority, weight=1.0,
+                job_id=job_id, job_type=kind, owner_id=user.id, priority=priority, weight=1.0,
                 max_slots=None, resource_pool=cfg.resource_pool, queue_position=now, submitted_at=now,
             ))
             conn.execute(sa.insert(t.commands).values(
                 task_id=task_id, job_id=job_id, owner_id=user.id, description=cfg.description,
                 config={"entrypoint": cfg.entrypoint, "resources": {"slots": cfg.slots,
                         "priority": priority, "resource_pool": pool}, "env": cfg.env,
-                        "description": cfg.description},
-                context=tgz, start_time=now,
+                        "description": cfg.description, **extra},
+                context=tgz, start_time=now, task_type=kind,
+                proxy_token=secrets.token_hex(24) if kind == "NOTEBOOK" else None,
             ))
             self._allocs.request(conn, task_id=task_id, trial_id=None, slots=cfg.slots,
                                  priority=priority, resource_pool=pool, job_id=job_id)
         if self._allocs.launcher is not None:
             self._allocs.launcher.schedule_soon()
-        return self.get(task_id)
+        return self.get(task_id, kind)
 
     # -- reads --------------------------------------------------------------------------
 
-    def get(self, task_id: str) -> sa.Row:
+    def get(self, task_id: str, kind: str | None = "COMMAND") -> sa.Row:
+        """The task ``task_id`` (of ``kind``, when given; another kind is not found)."""
         with self._reader.connect() as conn:
             row = conn.execute(_listing().where(t.commands.c.task_id == task_id)).first()
-        if row is None:
-            raise NotFound(f"command {task_id} not found; det cmd list shows the commands")
+        if row is None or (kind is not None and row.task_type != kind):
+            what = (kind or "task").lower()
+            raise NotFound(f"{what} {task_id} not found; det {_CLI.get(kind or '', 'cmd')} list "
+                           f"shows them")
         return row
 
-    def list(self, user: User | None = None) -> list[sa.Row]:
-        q = _listing().order_by(t.commands.c.start_time)
+    def list(self, user: User | None = None, kind: str = "COMMAND") -> list[sa.Row]:
+        q = _listing().where(t.commands.c.task_type == kind).order_by(t.commands.c.start_time)
         if user is not None:
             q = q.where(t.commands.c.owner_id == user.id)
         with self._reader.connect() as conn:
@@ -137,10 +164,14 @@ class CommandService:
 
     # -- control ------------------------------------------------------------------------
 
-    def kill(self, user: User, task_id: str) -> None:
-        row = self.get(task_id)
+    def kill(self, user: User, task_id: str, kind: str = "COMMAND", reason: str | None = None) -> None:
+        row = self.get(task_id, kind)
         if not user.admin and row.owner_id != user.id:
-            raise Forbidden(f"only the owner of command {task_id} or an admin may kill it")
+            raise Forbidden(f"only the owner of {kind.lower()} {task_id} or an admin may kill it")
+        if reason:
+            with self._engine.begin() as conn:
+                conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id)
+                             .values(exit_reason=reason))
         if row.allocation_id and row.alloc_state != AllocState.TERMINATED.value:
             self._allocs.kill(row.allocation_id)
 
@@ -160,24 +191,36 @@ class CommandService:
             env = {
                 **cmd.config.get("env", {}),
                 **master_env(ident),
-                **task_env(cmd.task_id, alloc.allocation_id, rank, token, owner, "COMMAND"),
+                **task_env(cmd.task_id, alloc.allocation_id, rank, token, owner, cmd.task_type),
                 **gang_env(gang, rank),
             }
             info = build_info_files(
                 master_url=ident.url, cluster_id=ident.cluster_id, agent_id=c.agent_id,
                 slot_ids=list(c.slot_ids), task_id=cmd.task_id, allocation_id=alloc.allocation_id,
-                session_token=token, task_type="COMMAND", latest_checkpoint=None, trial=None,
+                session_token=token, task_type=cmd.task_type, latest_checkpoint=None, trial=None,
                 container_addrs=addrs, container_rank=rank, container_slot_counts=counts,
                 gpu_uuids=[],
             )
+            entrypoint = cmd.config["entrypoint"]
+            if cmd.task_type == "NOTEBOOK":
+                entrypoint = notebook_entrypoint(cmd.task_id, c.address, gang.rendezvous_port,
+                                                 cmd.config["work_dir"], allow_root=os.geteuid() == 0)
+                env["JUPYTER_TOKEN"] = cmd.proxy_token
+                env["NOTEBOOK_PORT"] = str(gang.rendezvous_port)
+                env["NOTEBOOK_IDLE_TYPE"] = cmd.config.get("notebook_idle_type", "")
             spec = {
                 "task_id": cmd.task_id, "allocation_id": alloc.allocation_id,
-                "task_type": "COMMAND", "entrypoint": cmd.config["entrypoint"], "env": env,
+                "task_type": cmd.task_type, "entrypoint": entrypoint, "env": env,
                 "slot_ids": list(c.slot_ids), "info_files": info, "mounts": [],
             }
             if cmd.context is not None:
                 spec["context_url"] = f"/api/v1/tasks/{cmd.task_id}/context_directory"
             specs.append(spec)
+        if cmd.task_type == "NOTEBOOK":  # where the proxy reaches it, with the placement
+            chief = gang.containers[0]
+            with (self._engine.begin() if conn is None else nullcontext(conn)) as w:
+                w.execute(sa.update(t.commands).where(t.commands.c.task_id == cmd.task_id).values(
+                    proxy_address=f"{chief.address}:{gang.rendezvous_port}"))
         return specs
 
     def allocation_exited(
@@ -185,9 +228,11 @@ class CommandService:
         conn: sa.Connection | None = None,
     ) -> None:
         with (self._engine.begin() if conn is None else nullcontext(conn)) as c:
+            # A reason set when it was killed (e.g. culled as idle) wins over the exit's.
             c.execute(
                 sa.update(t.commands).where(t.commands.c.task_id == alloc.task_id)
-                .values(exit_code=exit_code, exit_reason=reason, end_time=self._clock.now())
+                .values(exit_code=exit_code, end_time=self._clock.now(),
+                        exit_reason=sa.func.coalesce(t.commands.c.exit_reason, reason))
             )
 
 

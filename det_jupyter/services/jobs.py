@@ -167,7 +167,8 @@ def _command_jobs(engine: sa.Engine, pool: str) -> list[tuple]:
     a = t.allocations
     q = (
         sa.select(t.commands.c.task_id, t.commands.c.description, t.commands.c.owner_id,
-                  t.commands.c.start_time, t.users.c.username, t.jobs.c.job_id, t.jobs.c.priority,
+                  t.commands.c.start_time, t.commands.c.task_type, t.users.c.username,
+                  t.jobs.c.job_id, t.jobs.c.priority,
                   t.jobs.c.weight, t.jobs.c.queue_position, a.c.state, a.c.slots, a.c.resource_pool)
         .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
         .join(t.users, t.users.c.id == t.commands.c.owner_id)
@@ -186,7 +187,7 @@ def _command_jobs(engine: sa.Engine, pool: str) -> list[tuple]:
                 priority=r.priority, weight=r.weight, requested_slots=r.slots,
                 allocated_slots=r.slots if placed else 0, progress=0.0,
                 state=SCHEDULED if placed else QUEUED, jobs_ahead=0, wait_reason=None,
-                job_type="COMMAND", entity_id=r.task_id, preemptible=False,
+                job_type=r.task_type, entity_id=r.task_id, preemptible=False,
             )
             out.append(((r.priority, r.queue_position, r.job_id), job))
     return out

@@ -26,6 +26,7 @@ from .experiments import ExperimentService
 from .job_control import JobControl
 from .logs import LogService
 from .metrics import MetricService
+from .notebooks import NotebookService
 from .trials import MasterIdentity, TrialService
 from .views import Views
 
@@ -45,6 +46,9 @@ class MasterSettings:
     agent_reconnect_wait_s: float = 25.0
     checkpoint_dir: str | None = None
     resources: ResourceConfig | None = None  # pools and schedulers (default: one priority pool)
+    notebook_dir: str | None = None  # a user's notebooks work in <dir>/<user> (default: data dir)
+    notebook_timeout_s: float | None = None  # default idle_timeout of notebooks (None: never)
+    notebook_idle_check_s: float = 30.0  # seconds between looks at notebooks' activity
 
 
 class Master:
@@ -90,8 +94,25 @@ class Master:
         self.jobs = JobControl(self.engine, self.resources, self._jobs_changed)
         self.commands = CommandService(self.engine, self.clock, self.allocations, self.identity)
         self.commands.resources = self.resources
+        self.commands.notebook_root = settings.notebook_dir or os.path.join(settings.data_dir, "notebooks")
+        self.commands.notebook_timeout_s = settings.notebook_timeout_s
         self.allocations.owner = OwnerRouter(self.trials, self.commands)
         self.allocations.launcher = self.rm
+        self.notebooks = NotebookService(
+            self.commands, self.auth, self.clock,
+            load_or_create_secret(os.path.join(settings.data_dir, "proxy_secret")),
+            gpu_busy=self._gpu_busy)
+        self.notebooks.idle_check_interval = settings.notebook_idle_check_s
+
+    def _gpu_busy(self, allocation_id: str) -> bool:
+        """Whether a GPU slot of the allocation is in use (its agent's last slot_stats)."""
+        for agent in self.rm.describe():
+            slots = agent["used"].get(allocation_id) if isinstance(agent["used"], dict) else None
+            for slot in slots or []:
+                stats = agent["stats"].get(slot) or {}
+                if int(stats.get("gpu_util") or 0) > 0:
+                    return True
+        return False
 
     def _jobs_changed(self) -> None:
         self.allocations.invalidate()  # pending requests carry their job's settings

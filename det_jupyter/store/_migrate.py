@@ -73,10 +73,21 @@ def _v3_jobs(conn: sa.Connection) -> None:
         ), {"job": exp.job_id, "exp": exp.id})
 
 
+def _v4_interactive(conn: sa.Connection) -> None:
+    """commands.task_type, proxy_token and proxy_address (notebooks and other proxied tasks)."""
+    if "task_type" in {c["name"] for c in sa.inspect(conn).get_columns("commands")}:
+        return
+    conn.execute(sa.text("ALTER TABLE commands ADD COLUMN task_type VARCHAR(32) NOT NULL "
+                         "DEFAULT 'COMMAND'"))
+    conn.execute(sa.text("ALTER TABLE commands ADD COLUMN proxy_token VARCHAR(128)"))
+    conn.execute(sa.text("ALTER TABLE commands ADD COLUMN proxy_address VARCHAR(255)"))
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
     (3, _v3_jobs),
+    (4, _v4_interactive),
 ]
 
 

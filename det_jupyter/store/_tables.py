@@ -197,6 +197,11 @@ commands = sa.Table(
     sa.Column("exit_reason", sa.Text),
     sa.Column("start_time", sa.Float, nullable=False),
     sa.Column("end_time", sa.Float),
+    # Migration 4: interactive tasks. Its kind (COMMAND, NOTEBOOK, ...), the token the master's
+    # proxy sends upstream (never shown to users) and where the proxy reaches it (host:port).
+    sa.Column("task_type", sa.String(32), nullable=False, server_default="COMMAND"),
+    sa.Column("proxy_token", sa.String(128)),
+    sa.Column("proxy_address", sa.String(255)),
 )
 
 # A job: what the queue orders and an admin edits (an experiment now; notebooks and commands

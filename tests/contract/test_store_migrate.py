@@ -99,7 +99,7 @@ def test_step_3_gives_existing_experiments_their_jobs(engine: sa.Engine) -> None
         conn.execute(sa.text("ALTER TABLE allocations DROP COLUMN placement"))
         conn.execute(sa.text("DROP TABLE jobs"))
         conn.execute(sa.text("DROP TABLE commands"))
-        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version == 3))
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version >= 3))
     _, exp_id, trial_id = make_world(engine)
     with engine.begin() as conn:
         config = conn.execute(sa.select(t.experiments.c.config).where(t.experiments.c.id == exp_id)).scalar_one()
@@ -110,10 +110,30 @@ def test_step_3_gives_existing_experiments_their_jobs(engine: sa.Engine) -> None
             "resource_pool, preempt_requested, acked_preemption, submitted_at) VALUES "
             "('a.1', 'a', :trial, 0, 'PENDING', 1, 42, '', false, false, 1.0)"), {"trial": trial_id})
 
-    assert migrate(engine) == 3
+    assert migrate(engine) == max(number for number, _ in _migrate.MIGRATIONS)
     with engine.connect() as conn:
         job_id = conn.execute(sa.select(t.experiments.c.job_id).where(t.experiments.c.id == exp_id)).scalar_one()
         job = conn.execute(sa.select(t.jobs).where(t.jobs.c.job_id == job_id)).one()
         assert (job.job_type, job.priority, job.weight, job.resource_pool) == ("EXPERIMENT", 7, 2.5, "gpu")
         assert conn.execute(sa.select(t.allocations.c.job_id)).scalar_one() == job_id
     test_every_index_exists(engine)
+
+
+def test_step_4_keeps_commands_and_makes_them_commands(engine: sa.Engine) -> None:
+    """A database from before interactive tasks (version 3): its commands become COMMAND tasks
+    with no proxy, and nothing else changes."""
+    with engine.begin() as conn:
+        for column in ("task_type", "proxy_token", "proxy_address"):
+            conn.execute(sa.text(f"ALTER TABLE commands DROP COLUMN {column}"))
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version == 4))
+        conn.execute(sa.insert(t.users).values(username="u4", password_hash="x", admin=False,
+                                               active=True, created_at=1.0, modified_at=1.0))
+        user_id = conn.execute(sa.select(t.users.c.id).where(t.users.c.username == "u4")).scalar_one()
+        conn.execute(sa.text(
+            "INSERT INTO commands (task_id, job_id, owner_id, description, config, start_time) "
+            "VALUES ('cmd-1', 'job-1', :u, 'old', '{}', 1.0)"), {"u": user_id})
+    assert migrate(engine) == 4
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(t.commands).where(t.commands.c.task_id == "cmd-1")).one()
+    assert (row.task_type, row.proxy_token, row.proxy_address, row.description) == (
+        "COMMAND", None, None, "old")

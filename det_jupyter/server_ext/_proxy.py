@@ -1,0 +1,280 @@
+"""``/proxy/{taskId}/…``: the master's reverse proxy to a notebook, HTTP and websockets.
+
+Who gets through: the notebook's owner (or an admin), authenticated by a det session token
+(``Authorization: Bearer``) or by the notebook's ticket — the ``det_ticket`` query parameter of
+the link ``det notebook open`` prints, traded at once for an HttpOnly, SameSite=Lax cookie scoped
+to this notebook's path. Anyone else, with any other credential or none, gets the same 404 as
+for a notebook that does not exist.
+
+Where it goes: only ``http://<the notebook's own host:port>/proxy/<taskId>/<path>``, the address
+the master recorded when it placed the notebook (never one taken from the request), with the
+notebook's upstream token, which users never see. Paths with ``.``/``..`` segments (raw or
+percent-encoded) are refused. A notebook that is queued or starting gets a waiting page that
+says why, and refreshes itself, instead of a hang.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode
+
+from tornado import httpclient, web, websocket
+
+from ..errors import DetError, NotFound
+from ..services import jobs
+from ..services.auth import User
+from ..services.notebooks import Target
+
+log = logging.getLogger("det_jupyter.proxy")
+
+COOKIE = "det_proxy"
+TICKET_PARAM = "det_ticket"
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+              "trailer", "transfer-encoding", "upgrade", "host", "content-length",
+              "authorization", "cookie", "sec-websocket-key", "sec-websocket-version",
+              "sec-websocket-extensions", "sec-websocket-protocol", "origin"}
+RESPONSE_SKIP = {"connection", "keep-alive", "transfer-encoding", "content-length",
+                 "content-encoding", "set-cookie", "server", "date"}
+_NOT_FOUND = "notebook not found; det notebook list shows yours"
+_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+
+def bad_path(raw_path: str) -> bool:
+    """Whether a request path (raw, as sent) has a ``.`` or ``..`` segment, however encoded."""
+    path = raw_path
+    for _ in range(3):  # %252e%252e decodes twice
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return any(seg in (".", "..") for seg in path.replace("\\", "/").split("/"))
+
+
+class ProxyHandler(websocket.WebSocketHandler):
+    """HTTP verbs are forwarded as they are; a GET asking for a websocket upgrade is bridged
+    to a websocket of the notebook's."""
+
+    @property
+    def master(self) -> Any:
+        return self.settings["det_master"]
+
+    def check_xsrf_cookie(self) -> None:
+        """Upstream is called with its token, not cookies; our cookie is SameSite=Lax, so a
+        cross-site POST arrives without it and gets a 404."""
+        return None
+
+    def compute_etag(self) -> None:
+        return None
+
+    # -- who ----------------------------------------------------------------------------
+
+    def _user(self, task_id: str) -> User | None:
+        auth = self.request.headers.get("Authorization", "")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            try:
+                return self.master.auth.user_for_token(token.strip())
+            except DetError:
+                return None
+        ticket = self.get_query_argument(TICKET_PARAM, None) or self.get_cookie(COOKIE)
+        if ticket:
+            return self.master.notebooks.user_for_ticket(task_id, ticket)
+        return None
+
+    def _authorize(self, task_id: str) -> tuple[User, Any]:
+        """The user and the notebook row; NotFound for anything short of the owner or admin."""
+        if bad_path(self.request.path):
+            raise NotFound(_NOT_FOUND)
+        user = self._user(task_id)
+        if user is None:
+            raise NotFound(_NOT_FOUND)
+        try:
+            return user, self.master.notebooks.visible(user, task_id)
+        except DetError:
+            raise NotFound(_NOT_FOUND) from None
+
+    def _upstream_url(self, target: Target, scheme: str) -> str:
+        prefix = f"/proxy/{target.task_id}/"
+        raw = self.request.path
+        rest = raw[len(prefix):] if raw.startswith(prefix) else ""
+        query = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True)
+                 if k != TICKET_PARAM]
+        url = f"{scheme}://{target.address}{prefix}{rest}"
+        return f"{url}?{urlencode(query)}" if query else url
+
+    def _upstream_headers(self, target: Target) -> dict[str, str]:
+        headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in HOP_BY_HOP}
+        cookies = [f"{name}={morsel.value}" for name, morsel in self.request.cookies.items()
+                   if name != COOKIE]
+        if cookies:
+            headers["Cookie"] = "; ".join(cookies)
+        headers["Authorization"] = f"token {target.token}"
+        headers["X-Forwarded-Proto"] = self.request.protocol
+        return headers
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    async def _proxy(self, task_id: str, path: str = "") -> None:
+        try:
+            user, row = self._authorize(task_id)
+        except NotFound:
+            self._not_found()
+            return
+        ticket = self.get_query_argument(TICKET_PARAM, None)
+        if ticket and self.request.method == "GET":
+            # Trade the link's ticket for a cookie of this notebook's path, and drop it from
+            # the address bar.
+            self.set_cookie(COOKIE, ticket, path=f"/proxy/{task_id}/", httponly=True,
+                            samesite="Lax", expires_days=7)
+            query = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True)
+                     if k != TICKET_PARAM]
+            self.redirect(self.request.path + (f"?{urlencode(query)}" if query else ""))
+            return
+        target = self.master.notebooks.target(user, task_id)
+        if target is None:
+            self._waiting(row)
+            return
+        self.master.notebooks.touched(task_id)
+        method = self.request.method or "GET"
+        body = self.request.body if method not in ("GET", "HEAD") else None
+        if body is None and method in ("POST", "PUT", "PATCH"):
+            body = b""
+        request = httpclient.HTTPRequest(
+            self._upstream_url(target, "http"), method=method, headers=self._upstream_headers(target),
+            body=body, follow_redirects=False, decompress_response=False,
+            allow_nonstandard_methods=True, request_timeout=300, connect_timeout=10)
+        try:
+            resp = await httpclient.AsyncHTTPClient().fetch(request, raise_error=False)
+        except OSError as exc:
+            log.info("proxy to %s failed: %s", task_id, exc)
+            self._waiting(row, "JupyterLab is not answering (it may be restarting).")
+            return
+        if resp.code == 599:
+            self._waiting(row, "JupyterLab is not answering (it may be restarting).")
+            return
+        self.set_status(resp.code, resp.reason)
+        self._clear_representation_headers()
+        for name, value in resp.headers.get_all():
+            if name.lower() not in RESPONSE_SKIP:
+                self.add_header(name, value)
+        for value in resp.headers.get_list("Set-Cookie"):
+            self.add_header("Set-Cookie", value)
+        if resp.headers.get("Content-Encoding"):
+            self.set_header("Content-Encoding", resp.headers["Content-Encoding"])
+        if resp.body and resp.code not in (204, 304) and method != "HEAD":
+            self.write(resp.body)
+        self.finish()
+
+    def _clear_representation_headers(self) -> None:
+        for name in ("Content-Type", "Server"):
+            self.clear_header(name)
+
+    def _not_found(self) -> None:
+        self.set_status(404)
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Content-Security-Policy", _CSP)
+        self.finish(json.dumps({"message": _NOT_FOUND, "code": 404}))
+
+    def _waiting(self, row: Any, reason: str | None = None) -> None:
+        """503 and a page that says why (queued behind X, starting) and refreshes itself."""
+        snapshot = self.master.rm.snapshot()
+
+        def queue_reason(job_id: str) -> str | None:
+            res = row.config.get("resources") or {}
+            pool = self.master.resources.pool_for(res.get("resource_pool") or "", res.get("slots", 1))
+            page, _ = jobs.queue(self.master.engine, snapshot, pool=pool,
+                                 policy=self.master.resources.pools[pool].scheduler.type)
+            found = next((j for j in page if j.job_id == job_id), None)
+            return found.wait_reason if found is not None else None
+
+        text = reason or self.master.notebooks.waiting(row, queue_reason)
+        ended = row.end_time is not None
+        self.set_status(404 if ended else 503)
+        self.set_header("Retry-After", "2")
+        self.set_header("Content-Security-Policy", _CSP)
+        accept = self.request.headers.get("Accept", "")
+        if "text/html" not in accept:
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"message": text, "code": 404 if ended else 503}))
+            return
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        refresh = "" if ended else '<meta http-equiv="refresh" content="2">'
+        self.finish(f"<!doctype html><html><head><meta charset=\"utf-8\">{refresh}"
+                    f"<title>det-jupyter notebook</title></head><body style=\"font-family:"
+                    f"sans-serif;margin:3em\"><h2>{html.escape(row.description)}</h2>"
+                    f"<p>{html.escape(text)}</p></body></html>")
+
+    async def get(self, task_id: str, path: str = "") -> None:  # type: ignore[override]
+        if self.request.headers.get("Upgrade", "").lower() != "websocket":
+            await self._proxy(task_id, path)
+            return
+        await self._open_websocket(task_id, path)
+
+    post = put = patch = delete = head = options = _proxy  # type: ignore[assignment]
+
+    # -- websockets ---------------------------------------------------------------------
+
+    _upstream: Any = None
+
+    async def _open_websocket(self, task_id: str, path: str) -> None:
+        try:
+            user, _ = self._authorize(task_id)
+        except NotFound:
+            self._not_found()
+            return
+        target = self.master.notebooks.target(user, task_id)
+        if target is None:
+            self.set_status(503)
+            self.finish(json.dumps({"message": "the notebook is not running yet", "code": 503}))
+            return
+        self.master.notebooks.touched(task_id)
+        self._task_id = task_id
+        offered = [p.strip() for p in self.request.headers.get("Sec-WebSocket-Protocol", "").split(",")
+                   if p.strip()]
+        request = httpclient.HTTPRequest(self._upstream_url(target, "ws"),
+                                         headers=self._upstream_headers(target),
+                                         connect_timeout=10, request_timeout=30)
+        try:
+            self._upstream = await websocket.websocket_connect(
+                request, on_message_callback=self._from_upstream, subprotocols=offered or None,
+                max_message_size=1024 * 1024 * 1024)
+        except (OSError, httpclient.HTTPClientError, websocket.WebSocketError) as exc:
+            log.info("proxy websocket to %s failed: %s", task_id, exc)
+            self.set_status(502)
+            self.finish(json.dumps({"message": "the notebook refused the connection", "code": 502}))
+            return
+        await super().get(task_id, path)
+
+    def select_subprotocol(self, subprotocols: list[str]) -> str | None:
+        chosen = getattr(self._upstream, "selected_subprotocol", None)
+        return chosen if chosen in subprotocols else None
+
+    def _from_upstream(self, message: str | bytes | None) -> None:
+        if message is None:
+            self.close()
+            return
+        try:
+            self.write_message(message, binary=isinstance(message, bytes))
+        except websocket.WebSocketClosedError:
+            pass
+
+    def on_message(self, message: str | bytes) -> None:
+        self.master.notebooks.touched(self._task_id)
+        if self._upstream is not None:
+            self._upstream.write_message(message, binary=isinstance(message, bytes))
+
+    def on_close(self) -> None:
+        if self._upstream is not None:
+            self._upstream.close()
+            self._upstream = None
+
+
+class ProxyRootHandler(web.RequestHandler):
+    """``/proxy/{id}`` → ``/proxy/{id}/`` (the query string kept)."""
+
+    def get(self, task_id: str) -> None:
+        query = f"?{self.request.query}" if self.request.query else ""
+        self.redirect(f"{self.request.path}/{query}")

@@ -1,0 +1,180 @@
+"""Notebooks: JupyterLab tasks reached through the master's proxy (``/proxy/{taskId}/…``).
+
+A notebook is an interactive task (a row of ``commands`` with ``task_type`` NOTEBOOK): queued
+and placed like a command, never preempted. This service knows what the proxy and the user need
+beyond that: where a running notebook listens and whether it answers yet (readiness), who may
+reach it (its owner or an admin; anyone else is told it does not exist), the notebook-scoped
+tickets browsers use, why a queued one waits, and when an idle one is culled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from ..errors import DetError, NotFound
+from ._clock import Clock
+from ._interactive import TICKET_LIFETIME, Activity, check_ticket, is_active, make_ticket
+from .auth import User
+from .commands import CommandService
+
+log = logging.getLogger("det_jupyter.notebooks")
+
+#: Seconds between looks at every running notebook's activity (``notebook_idle_check``).
+IDLE_CHECK_INTERVAL = 30.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the proxy sends a notebook's requests, and with which upstream token."""
+
+    task_id: str
+    address: str  # host:port
+    token: str
+    owner_id: int
+
+
+class NotebookService:
+    def __init__(self, commands: CommandService, auth: Any, clock: Clock, secret: str,
+                 *, gpu_busy: Callable[[str], bool] | None = None) -> None:
+        self._commands = commands
+        self._auth = auth
+        self._clock = clock
+        self._secret = secret
+        self._gpu_busy = gpu_busy or (lambda allocation_id: False)
+        self.ready: set[str] = set()
+        self.last_traffic: dict[str, float] = {}
+        self._last_active: dict[str, float] = {}
+        self._previous: dict[str, Activity] = {}
+        self.idle_check_interval = IDLE_CHECK_INTERVAL
+        self._last_idle_check = 0.0
+
+    # -- who may reach what ---------------------------------------------------------------
+
+    def visible(self, user: User, task_id: str) -> Any:
+        """The notebook row, if ``user`` may see it (its owner or an admin); NotFound for
+        everyone else, as for a notebook that does not exist."""
+        row = self._commands.get(task_id, "NOTEBOOK")
+        if not user.admin and row.owner_id != user.id:
+            raise NotFound(f"notebook {task_id} not found; det notebook list shows them")
+        return row
+
+    def ticket(self, user: User, task_id: str) -> str:
+        """A browser credential good for this notebook only, for a week."""
+        self.visible(user, task_id)
+        return make_ticket(self._secret, task_id, user.id, self._clock.now() + TICKET_LIFETIME)
+
+    def user_for_ticket(self, task_id: str, ticket: str) -> User | None:
+        user_id = check_ticket(self._secret, task_id, ticket, self._clock.now())
+        if user_id is None:
+            return None
+        try:
+            user = self._auth.user_by_id(user_id)
+        except DetError:
+            return None
+        return user if user.active else None
+
+    def target(self, user: User, task_id: str) -> Target | None:
+        """Where to proxy ``user``'s request (None: not running or not answering yet)."""
+        row = self.visible(user, task_id)
+        if row.alloc_state != "RUNNING" or not row.proxy_address or task_id not in self.ready:
+            return None
+        return Target(task_id, row.proxy_address, row.proxy_token, row.owner_id)
+
+    def waiting(self, row: Any, queue_reason: Callable[[str], str | None]) -> str:
+        """A sentence for the waiting page: why the notebook is not reachable yet."""
+        state = row.alloc_state
+        if row.end_time is not None or state in (None, "TERMINATED"):
+            return f"This notebook has ended: {row.exit_reason or 'it exited'}."
+        if state == "PENDING":
+            reason = queue_reason(row.job_id)
+            return f"Queued: {reason}." if reason else "Queued: waiting for a free slot."
+        return "Starting JupyterLab…"
+
+    def touched(self, task_id: str) -> None:
+        """Traffic through the proxy: a notebook in use is not idle."""
+        self.last_traffic[task_id] = self._clock.now()
+
+    # -- background work (called from the master's tick) ------------------------------------
+
+    async def tick(self) -> None:
+        rows = [r for r in self._commands.list(kind="NOTEBOOK") if r.alloc_state == "RUNNING"
+                and r.proxy_address]
+        running = {r.task_id for r in rows}
+        for gone in set(self.ready) - running:
+            self.ready.discard(gone)
+            self._forget(gone)
+        await asyncio.gather(*(self._probe(r) for r in rows if r.task_id not in self.ready))
+        now = self._clock.now()
+        if now - self._last_idle_check >= self.idle_check_interval:
+            self._last_idle_check = now
+            await asyncio.gather(*(self._check_idle(r, now) for r in rows
+                                   if r.task_id in self.ready and r.config.get("idle_timeout")))
+
+    def _forget(self, task_id: str) -> None:
+        for d in (self.last_traffic, self._last_active, self._previous):
+            d.pop(task_id, None)
+
+    async def _probe(self, row: Any) -> None:
+        body = await _get_json(row, "api/status", timeout=2.0)
+        if body is not None:
+            self.ready.add(row.task_id)
+            self._last_active[row.task_id] = self._clock.now()
+            log.info("notebook %s is ready at %s", row.task_id, row.proxy_address)
+
+    async def _check_idle(self, row: Any, now: float) -> None:
+        kernels, terminals, sessions, status = await asyncio.gather(
+            _get_json(row, "api/kernels"), _get_json(row, "api/terminals"),
+            _get_json(row, "api/sessions"), _get_json(row, "api/status"))
+        if kernels is None or status is None:
+            return  # not answering: not evidence of idleness
+        seen = Activity(
+            kernels=len(kernels), busy_kernels=sum(k.get("execution_state") == "busy" for k in kernels),
+            kernel_connections=sum(int(k.get("connections") or 0) for k in kernels),
+            terminals=len(terminals or []), sessions=len(sessions or []),
+            last_activity=_epoch(status.get("last_activity")))
+        idle_type = row.config.get("notebook_idle_type") or "kernels_or_terminals"
+        if is_active(idle_type, seen, self._previous.get(row.task_id),
+                     self._gpu_busy(row.allocation_id)):
+            self._last_active[row.task_id] = now
+        self._previous[row.task_id] = seen
+        since = max(self._last_active.get(row.task_id, now), self.last_traffic.get(row.task_id, 0.0))
+        timeout = float(row.config["idle_timeout"])
+        if now - since >= timeout:
+            reason = (f"culled: idle for {now - since:.0f} s (idle_timeout {timeout:g} s, "
+                      f"notebook_idle_type {idle_type}, no proxy traffic)")
+            log.info("notebook %s %s", row.task_id, reason)
+            owner = self._auth.user_by_id(row.owner_id)
+            self._commands.kill(owner, row.task_id, "NOTEBOOK", reason=reason)
+            self.ready.discard(row.task_id)
+            self._forget(row.task_id)
+
+
+async def _get_json(row: Any, path: str, timeout: float = 5.0) -> Any:
+    """GET the notebook server's ``/proxy/<id>/<path>`` with its token; None on any failure."""
+    url = f"http://{row.proxy_address}/proxy/{row.task_id}/{path}"
+    try:
+        resp = await AsyncHTTPClient().fetch(
+            url, headers={"Authorization": f"token {row.proxy_token}"},
+            request_timeout=timeout, connect_timeout=timeout)
+        return json.loads(resp.body)
+    except (HTTPClientError, OSError, ValueError, asyncio.TimeoutError):
+        return None
+
+
+def _epoch(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
