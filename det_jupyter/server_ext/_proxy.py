@@ -92,7 +92,7 @@ class ProxyHandler(websocket.WebSocketHandler):
         if user is None:
             raise NotFound(_NOT_FOUND)
         try:
-            return user, self.master.notebooks.visible(user, task_id)
+            return user, self.master.notebooks.visible(user, task_id, None)
         except DetError:
             raise NotFound(_NOT_FOUND) from None
 

@@ -23,7 +23,7 @@ from ..errors import Forbidden, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
-from ._interactive import NotebookSettings, notebook_entrypoint
+from ._kinds import KINDS
 from ._states import AllocState
 from ._task_spec import gang_env, master_env, task_env
 from .allocations import AllocationService, Gang
@@ -31,7 +31,8 @@ from .auth import User
 from .cluster_info import build_info_files
 
 DEFAULT_PRIORITY = 42
-_CLI = {"COMMAND": "cmd", "NOTEBOOK": "notebook"}
+_CLI = {"COMMAND": "cmd", **{k: v.cli for k, v in KINDS.items()}}
+_PREFIX = {"COMMAND": "cmd", "NOTEBOOK": "nb"}
 
 
 @dataclass(frozen=True)
@@ -90,23 +91,24 @@ class CommandService:
         self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
         self.notebook_root = "/tmp/det-notebooks"  # a user's notebooks work in <root>/<user>
         self.notebook_timeout_s: float | None = None  # the master's default idle_timeout
+        self.kind_defaults: dict[str, Any] = {}  # other master settings the kinds read
 
     def launch(self, user: User, raw_config: Any, files: list[dict] | None = None,
                kind: str = "COMMAND") -> sa.Row:
-        """Queue a task of ``kind`` (COMMAND, or NOTEBOOK: JupyterLab behind the proxy)."""
+        """Queue a task of ``kind``: COMMAND, or a proxied kind of ``_kinds.KINDS``."""
         extra: dict[str, Any] = {}
-        if kind == "NOTEBOOK":
-            raw_config = dict(raw_config or {}) if isinstance(raw_config, dict) else raw_config
+        if kind in KINDS:
             if not isinstance(raw_config, dict):
                 raise InvalidRequest("config must be an object")
-            raw_config.setdefault("entrypoint", "jupyter lab")  # replaced when it is placed
-            raw_config.setdefault("description", f"Notebook ({user.username})")
+            raw_config = dict(raw_config)
+            raw_config.setdefault("entrypoint", kind.lower())  # replaced when it is placed
+            raw_config.setdefault("description", f"{KINDS[kind].cli.capitalize()} ({user.username})")
             try:
-                nb = NotebookSettings.parse(raw_config, self.notebook_timeout_s)
+                extra = KINDS[kind].settings(raw_config, user.username, {
+                    "notebook_root": self.notebook_root, "notebook_timeout_s": self.notebook_timeout_s,
+                    **self.kind_defaults})
             except ValueError as exc:
                 raise InvalidRequest(str(exc)) from None
-            extra = {"idle_timeout": nb.idle_timeout_s, "notebook_idle_type": nb.idle_type,
-                     "work_dir": nb.work_dir or os.path.join(self.notebook_root, user.username)}
         elif kind != "COMMAND":
             raise InvalidRequest(f"unknown task type {kind!r}")
         cfg = CommandConfig.parse(raw_config)
@@ -117,7 +119,7 @@ class CommandService:
         pool = self.resources.pool_for(cfg.resource_pool, cfg.slots)
         priority = cfg.priority or self.resources.pools[pool].scheduler.default_priority
         tgz = expconf.context_to_tgz(files or []) if files else None
-        task_id = f"{'nb' if kind == 'NOTEBOOK' else 'cmd'}-{uuid.uuid4()}"
+        task_id = f"{_PREFIX.get(kind, kind.lower())}-{uuid.uuid4()}"
         job_id = f"job-{uuid.uuid4()}"
         now = self._clock.now()
         with self._engine.begin() as conn:
@@ -131,7 +133,7 @@ class CommandService:
                         "priority": priority, "resource_pool": pool}, "env": cfg.env,
                         "description": cfg.description, **extra},
                 context=tgz, start_time=now, task_type=kind,
-                proxy_token=secrets.token_hex(24) if kind == "NOTEBOOK" else None,
+                proxy_token=secrets.token_hex(24) if kind in KINDS else None,
             ))
             self._allocs.request(conn, task_id=task_id, trial_id=None, slots=cfg.slots,
                                  priority=priority, resource_pool=pool, job_id=job_id)
@@ -202,12 +204,12 @@ class CommandService:
                 gpu_uuids=[],
             )
             entrypoint = cmd.config["entrypoint"]
-            if cmd.task_type == "NOTEBOOK":
-                entrypoint = notebook_entrypoint(cmd.task_id, c.address, gang.rendezvous_port,
-                                                 cmd.config["work_dir"], allow_root=os.geteuid() == 0)
-                env["JUPYTER_TOKEN"] = cmd.proxy_token
-                env["NOTEBOOK_PORT"] = str(gang.rendezvous_port)
-                env["NOTEBOOK_IDLE_TYPE"] = cmd.config.get("notebook_idle_type", "")
+            if cmd.task_type in KINDS:
+                entrypoint, extra_env = KINDS[cmd.task_type].build(
+                    cmd.task_id, c.address, gang.rendezvous_port, cmd.config, os.geteuid() == 0)
+                env.update(extra_env)
+                # The upstream token (JupyterLab reads JUPYTER_TOKEN); the proxy sends it.
+                env["JUPYTER_TOKEN"] = env["DET_PROXY_TOKEN"] = cmd.proxy_token
             spec = {
                 "task_id": cmd.task_id, "allocation_id": alloc.allocation_id,
                 "task_type": cmd.task_type, "entrypoint": entrypoint, "env": env,
@@ -216,7 +218,7 @@ class CommandService:
             if cmd.context is not None:
                 spec["context_url"] = f"/api/v1/tasks/{cmd.task_id}/context_directory"
             specs.append(spec)
-        if cmd.task_type == "NOTEBOOK":  # where the proxy reaches it, with the placement
+        if cmd.task_type in KINDS:  # where the proxy reaches it, with the placement
             chief = gang.containers[0]
             with (self._engine.begin() if conn is None else nullcontext(conn)) as w:
                 w.execute(sa.update(t.commands).where(t.commands.c.task_id == cmd.task_id).values(

@@ -21,6 +21,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from ..errors import DetError, NotFound
 from ._clock import Clock
 from ._interactive import TICKET_LIFETIME, Activity, check_ticket, is_active, make_ticket
+from ._kinds import KINDS
 from .auth import User
 from .commands import CommandService
 
@@ -57,17 +58,18 @@ class NotebookService:
 
     # -- who may reach what ---------------------------------------------------------------
 
-    def visible(self, user: User, task_id: str) -> Any:
-        """The notebook row, if ``user`` may see it (its owner or an admin); NotFound for
-        everyone else, as for a notebook that does not exist."""
-        row = self._commands.get(task_id, "NOTEBOOK")
-        if not user.admin and row.owner_id != user.id:
-            raise NotFound(f"notebook {task_id} not found; det notebook list shows them")
+    def visible(self, user: User, task_id: str, kind: str | None = "NOTEBOOK") -> Any:
+        """The task's row (of ``kind``; None: any proxied kind), if ``user`` may see it (its
+        owner or an admin); NotFound for everyone else, as for a task that does not exist."""
+        row = self._commands.get(task_id, kind)
+        if row.task_type not in KINDS or (not user.admin and row.owner_id != user.id):
+            what = KINDS[kind].cli if kind in KINDS else "task"
+            raise NotFound(f"{what} {task_id} not found; det {what} list shows them")
         return row
 
-    def ticket(self, user: User, task_id: str) -> str:
-        """A browser credential good for this notebook only, for a week."""
-        self.visible(user, task_id)
+    def ticket(self, user: User, task_id: str, kind: str | None = "NOTEBOOK") -> str:
+        """A browser credential good for this task only, for a week."""
+        self.visible(user, task_id, kind)
         return make_ticket(self._secret, task_id, user.id, self._clock.now() + TICKET_LIFETIME)
 
     def user_for_ticket(self, task_id: str, ticket: str) -> User | None:
@@ -82,7 +84,7 @@ class NotebookService:
 
     def target(self, user: User, task_id: str) -> Target | None:
         """Where to proxy ``user``'s request (None: not running or not answering yet)."""
-        row = self.visible(user, task_id)
+        row = self.visible(user, task_id, None)
         if row.alloc_state != "RUNNING" or not row.proxy_address or task_id not in self.ready:
             return None
         return Target(task_id, row.proxy_address, row.proxy_token, row.owner_id)
@@ -104,8 +106,8 @@ class NotebookService:
     # -- background work (called from the master's tick) ------------------------------------
 
     async def tick(self) -> None:
-        rows = [r for r in self._commands.list(kind="NOTEBOOK") if r.alloc_state == "RUNNING"
-                and r.proxy_address]
+        rows = [r for kind in KINDS for r in self._commands.list(kind=kind)
+                if r.alloc_state == "RUNNING" and r.proxy_address]
         running = {r.task_id for r in rows}
         for gone in set(self.ready) - running:
             self.ready.discard(gone)
@@ -122,13 +124,18 @@ class NotebookService:
             d.pop(task_id, None)
 
     async def _probe(self, row: Any) -> None:
-        body = await _get_json(row, "api/status", timeout=2.0)
-        if body is not None:
+        path = KINDS[row.task_type].probe
+        ok = await (_get_json(row, path, timeout=2.0) if path is not None
+                    else _connects(row.proxy_address, timeout=2.0))
+        if ok is not None and ok is not False:
             self.ready.add(row.task_id)
             self._last_active[row.task_id] = self._clock.now()
             log.info("notebook %s is ready at %s", row.task_id, row.proxy_address)
 
     async def _check_idle(self, row: Any, now: float) -> None:
+        if not KINDS[row.task_type].jupyter_idle:
+            self._cull_if_quiet(row, now, "no proxy traffic")
+            return
         kernels, terminals, sessions, status = await asyncio.gather(
             _get_json(row, "api/kernels"), _get_json(row, "api/terminals"),
             _get_json(row, "api/sessions"), _get_json(row, "api/status"))
@@ -144,16 +151,19 @@ class NotebookService:
                      self._gpu_busy(row.allocation_id)):
             self._last_active[row.task_id] = now
         self._previous[row.task_id] = seen
+        self._cull_if_quiet(row, now, f"notebook_idle_type {idle_type}, no proxy traffic")
+
+    def _cull_if_quiet(self, row: Any, now: float, why: str) -> None:
         since = max(self._last_active.get(row.task_id, now), self.last_traffic.get(row.task_id, 0.0))
         timeout = float(row.config["idle_timeout"])
-        if now - since >= timeout:
-            reason = (f"culled: idle for {now - since:.0f} s (idle_timeout {timeout:g} s, "
-                      f"notebook_idle_type {idle_type}, no proxy traffic)")
-            log.info("notebook %s %s", row.task_id, reason)
-            owner = self._auth.user_by_id(row.owner_id)
-            self._commands.kill(owner, row.task_id, "NOTEBOOK", reason=reason)
-            self.ready.discard(row.task_id)
-            self._forget(row.task_id)
+        if now - since < timeout:
+            return
+        reason = f"culled: idle for {now - since:.0f} s (idle_timeout {timeout:g} s, {why})"
+        log.info("%s %s %s", row.task_type.lower(), row.task_id, reason)
+        owner = self._auth.user_by_id(row.owner_id)
+        self._commands.kill(owner, row.task_id, row.task_type, reason=reason)
+        self.ready.discard(row.task_id)
+        self._forget(row.task_id)
 
 
 async def _get_json(row: Any, path: str, timeout: float = 5.0) -> Any:
@@ -166,6 +176,17 @@ async def _get_json(row: Any, path: str, timeout: float = 5.0) -> Any:
         return json.loads(resp.body)
     except (HTTPClientError, OSError, ValueError, asyncio.TimeoutError):
         return None
+
+
+async def _connects(address: str, timeout: float) -> bool:
+    """Whether a TCP connection to ``host:port`` opens (a task that speaks no HTTP)."""
+    host, _, port = address.rpartition(":")
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+    except (OSError, ValueError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
 
 
 def _epoch(value: Any) -> float | None:

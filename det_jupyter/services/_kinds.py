@@ -1,0 +1,50 @@
+"""The kinds of interactive task, and what differs between them (pure).
+
+Each proxied kind (reached through ``/proxy/{taskId}/``) says how it is started on its allocated
+port, how the master knows it is ready, how idleness is judged, and what its config may hold.
+``COMMAND`` is not proxied. A new kind is one entry here and a builder in a module of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ._interactive import NotebookSettings, notebook_entrypoint
+
+#: (task_id, bind address, port, the row's config, allow_root) -> (argv, extra environment)
+Builder = Callable[[str, str, int, dict[str, Any], bool], tuple[list[str], dict[str, str]]]
+#: (raw config, user name, master defaults) -> what the kind keeps in the stored config
+Settings = Callable[[dict[str, Any], str, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # the task and job type: NOTEBOOK, TENSORBOARD, SHELL
+    cli: str  # what `det <cli> list` calls it
+    probe: str | None  # an HTTP path under /proxy/<id>/ that answers once it is ready; None: TCP
+    jupyter_idle: bool  # idle by Jupyter's kernels and terminals (else by proxy traffic only)
+    settings: Settings
+    build: Builder
+
+
+def _notebook_settings(raw: dict[str, Any], username: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    nb = NotebookSettings.parse(raw, defaults.get("notebook_timeout_s"))
+    return {"idle_timeout": nb.idle_timeout_s, "notebook_idle_type": nb.idle_type,
+            "work_dir": nb.work_dir or f"{defaults['notebook_root']}/{username}"}
+
+
+def _notebook_build(task_id: str, bind: str, port: int, cfg: dict[str, Any],
+                    allow_root: bool) -> tuple[list[str], dict[str, str]]:
+    argv = notebook_entrypoint(task_id, bind, port, cfg["work_dir"], allow_root)
+    return argv, {"NOTEBOOK_PORT": str(port), "NOTEBOOK_IDLE_TYPE": cfg.get("notebook_idle_type", "")}
+
+
+KINDS: dict[str, Kind] = {
+    "NOTEBOOK": Kind("NOTEBOOK", "notebook", "api/status", True, _notebook_settings, _notebook_build),
+}
+
+
+def proxied(task_type: str) -> bool:
+    return task_type in KINDS
