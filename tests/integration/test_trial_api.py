@@ -226,3 +226,19 @@ def test_script_entrypoint_takes_its_length_from_the_searcher(master: MasterProc
     assert sorted(validations(client, trial["id"])) == [EPOCH, 2 * EPOCH, 3 * EPOCH]
     assert sorted(losses(client, trial["id"])) == [4, 8, 12, 16, 20, 24]
     assert trial["totalBatchesProcessed"] == 3 * EPOCH
+
+
+def test_invalid_hp_ends_the_trial_and_the_search_goes_on(master: MasterProcess) -> None:
+    client = master.admin()
+    cfg = toy_config(hparams={"lr": {"type": "categorical", "vals": [-1.0, 0.05]}},
+                     searcher={"name": "grid", "metric": "validation_loss",
+                               "max_length": {"batches": 8}, "max_concurrent_trials": 2})
+    exp_id = submit(client, cfg)
+    assert wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180) == \
+        "STATE_COMPLETED"
+    by_lr = {t["hparams"]["lr"]: t for t in trials(client, exp_id)}
+    bad, good = by_lr[-1.0], by_lr[0.05]
+    assert bad["state"] == "STATE_COMPLETED" and bad["restarts"] == 0  # exited 0, not retried
+    assert "lr must be positive" in trial_log_text(client, bad["id"])
+    assert not losses(client, bad["id"])
+    assert good["state"] == "STATE_COMPLETED" and max(losses(client, good["id"])) == 8

@@ -65,7 +65,9 @@ class Context:
         if isinstance(exc_val, InvalidHP):
             # Determined's contract: an invalid-hparams trial exits 0 after telling the searcher.
             self.train.report_early_exit("EXITED_REASON_INVALID_HP")
-            logger.info("det_harness: InvalidHP raised, exiting with code 0")
+            # In the trial's log, so its owner sees why it ended.
+            print(f"det_harness: invalid hyperparameters ({exc_val}); the searcher was told, "
+                  "exiting with code 0", file=sys.stderr, flush=True)
             sys.exit(0)
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
