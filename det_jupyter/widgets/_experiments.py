@@ -11,7 +11,7 @@ from det_jupyter.client import Determined
 
 from . import _views as v
 from ._base import DEFAULT_INTERVAL, LiveWidget, enable_actions, verb_buttons
-from ._charts import line_figure, parcoords, sync_lines
+from ._charts import chart_row, line_figure, parcoords, parcoords_figure, sync_lines
 
 _STATES = ("ACTIVE", "QUEUED", "RUNNING", "PAUSED", "COMPLETED", "CANCELED", "ERROR")
 
@@ -84,6 +84,8 @@ class ExperimentWidget(LiveWidget):
                  interval: float = DEFAULT_INTERVAL) -> None:
         self.experiment_id = int(experiment_id)
         self._finished: dict[int, dict[str, Any]] = {}  # metrics of ended trials: fetched once
+        self._curves: dict[str, Any] = {"training": {}, "validation": {}}
+        self._choosing = False  # _render is setting the metric dropdowns
         super().__init__(det, interval=interval)
 
     def _build(self) -> None:
@@ -93,15 +95,15 @@ class ExperimentWidget(LiveWidget):
         self.val_metric = w.Dropdown(options=[], description="validation")
         self.train_fig = line_figure("training")
         self.val_fig = line_figure("validation")
-        self.coords_fig = line_figure("hyperparameters", xlabel="", height=320)
+        self.coords_fig = parcoords_figure("hyperparameters")
         self.rungs = w.HTML()
         self.trials = w.HTML()
         for dd in (self.train_metric, self.val_metric):
-            dd.observe(self._locked(self._draw_curves), names="value")
+            dd.observe(self._locked(self._metric_chosen), names="value")
         self.children = [
             self.header, w.HBox(list(self.buttons.values())),
             w.HBox([self.train_metric, self.val_metric]),
-            w.HBox([self.train_fig, self.val_fig]), self.rungs, self.coords_fig, self.trials,
+            chart_row(self.train_fig, self.val_fig), self.rungs, self.coords_fig, self.trials,
             self.status,
         ]
 
@@ -134,18 +136,24 @@ class ExperimentWidget(LiveWidget):
                      f" {html.escape(v.fmt(best['hparams']))}" if best else "no validation yet")
         self.header.value = (
             f"<b>Experiment {row['id']}</b> {html.escape(row['name'])} — <b>{row['state']}</b>"
-            f" {v.progress_text(row['progress'])} · {row['trials']} trial(s) · "
+            f" · progress {v.progress_text(row['progress'])} · {row['trials']} trial(s) · "
             f"{html.escape(searcher.get('name') or '')} · {best_text}")
         enable_actions(self.buttons, row["actions"])
         self._curves = v.curves(data["metrics"])
-        for dd, group in ((self.train_metric, "training"), (self.val_metric, "validation")):
-            names = sorted(self._curves[group])
-            if list(dd.options) != names:
-                keep = dd.value
+        # New options make a Dropdown jump to its first one: drawing at each such step would
+        # flash another metric (or empty axes) between two polls, so draw once at the end.
+        self._choosing = True
+        try:
+            for dd, group in ((self.train_metric, "training"), (self.val_metric, "validation")):
+                names = sorted(self._curves[group])
                 preferred = searcher.get("metric") if group == "validation" else "loss"
-                dd.options = names
-                dd.value = keep if keep in names else (preferred if preferred in names else
-                                                       (names[0] if names else None))
+                choice = v.metric_choice(names, dd.value, preferred)
+                if list(dd.options) != names:
+                    dd.options = names
+                if dd.value != choice:
+                    dd.value = choice
+        finally:
+            self._choosing = False
         self._draw_curves()
         rungs = v.asha_rungs(searcher, data["trials"], {tid: m["validation"] for tid, m in
                                                           data["metrics"].items()})
@@ -159,14 +167,19 @@ class ExperimentWidget(LiveWidget):
             ["Trial", "State", "Batches", "Metric", "Restarts", "Hyperparameters"],
             [list(r.values()) for r in v.trial_rows(data["trials"])])
 
+    def _metric_chosen(self) -> None:
+        """The user picked another metric (``_render`` draws its own changes)."""
+        if not self._choosing:
+            self._draw_curves()
+
     def _draw_curves(self) -> None:
-        curves = getattr(self, "_curves", {"training": {}, "validation": {}})
         for fig, dd, group in ((self.train_fig, self.train_metric, "training"),
                                (self.val_fig, self.val_metric, "validation")):
-            per_trial = curves[group].get(dd.value) or {}
+            per_trial = self._curves[group].get(dd.value) or {}
             fig.layout.yaxis.title = dd.value or ""
             sync_lines(fig, {f"trial {tid}": pts for tid, pts in per_trial.items()},
-                       mode="lines" if group == "training" else "lines+markers")
+                       mode="lines" if group == "training" else "lines+markers",
+                       empty=f"no {group} metrics yet")
 
 
 def _ids(ids: list[int]) -> str:

@@ -96,7 +96,19 @@ def experiment_rows(experiments: Iterable[Mapping[str, Any]], *, text: str = "",
 
 
 def progress_text(fraction: float | None) -> str:
-    return "" if fraction is None else f"{fraction * 100:.1f}%"
+    """``0.4567`` → ``45.7%``; "—" for none reported. The master says 0 until the searcher
+    or a trial reports progress (a ``single`` trial that never calls ``report_progress``
+    stays at 0 until it ends), so 0 reads as "not reported", not as "nothing done"."""
+    return "—" if not fraction else f"{fraction * 100:.1f}%"
+
+
+def metric_choice(names: Sequence[str], current: str | None, preferred: str | None) -> str | None:
+    """The metric a chart's dropdown shows among ``names``: the one shown now while it is
+    still there, else ``preferred`` (the searcher's metric, ``loss``), else the first."""
+    for name in (current, preferred):
+        if name is not None and name in names:
+            return name
+    return names[0] if names else None
 
 
 # -- experiment view: curves, best trial, ASHA rungs, hyperparameters -----------------------

@@ -2,84 +2,28 @@
 which serves JupyterLab too): it lists a running experiment, its job and the cluster, and its
 Open button describes the experiment in a new console, or in a new cell of the current notebook.
 
-Needs Debian's ``chromium`` (``DET_TEST_CHROMIUM`` overrides the path), the Python
-``playwright`` package (driving that browser; never ``playwright install``) and the built
-extension (``scripts/build_labextension.sh``). Screenshots go to ``tests/browser/artifacts/``.
+Needs what ``conftest.py`` says (Chromium, playwright, the built extension); screenshots go
+to ``tests/browser/artifacts/``.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests._master import REPO, MasterProcess
+from tests._master import MasterProcess
+from tests.browser.conftest import SKIP_REASON, open_lab
 from tests.integration._exp import submit_counter
 
-CHROMIUM = os.environ.get("DET_TEST_CHROMIUM", "/usr/bin/chromium")
-BUILT = REPO / "det_jupyter" / "labextension"
-ARTIFACTS = Path(__file__).parent / "artifacts"
-# build-machine-notes.md; Playwright adds --headless and a fresh profile itself.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+if SKIP_REASON:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
 
-if not (BUILT / "package.json").is_file():
-    pytest.skip(f"the lab extension is not built ({BUILT} missing): run scripts/build_labextension.sh",
-                allow_module_level=True)
-if not os.access(CHROMIUM, os.X_OK):
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set DET_TEST_CHROMIUM)",
-                allow_module_level=True)
-pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (pip install -e '.[test]')")
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="the playwright package is not installed (pip install playwright; "
-                               "scripts/test.sh does)")
+from playwright import sync_api  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-def screenshot(page: object, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path))  # type: ignore[attr-defined]
-    print(f"screenshot: {path}")
-    return path
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MasterProcess, str]]:
-    """A master serving JupyterLab with the built extension (found through JUPYTER_PATH, so
-    an editable install works) and private lab settings and workspaces."""
-    work = tmp_path_factory.mktemp("lab")
-    (work / "jupyter" / "labextensions").mkdir(parents=True)
-    (work / "jupyter" / "labextensions" / "det-jupyter").symlink_to(BUILT)
-    news = work / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    # No "official Jupyter news?" or "newer version" toast over the screenshots.
-    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
-    token = secrets.token_hex(16)
-    env = {
-        "JUPYTER_TOKEN": token,
-        "JUPYTER_PATH": str(work / "jupyter"),
-        "JUPYTERLAB_SETTINGS_DIR": str(work / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(work / "workspaces"),
-    }
-    master = MasterProcess(work / "master", slots=1, env=env)
-    # The server's root dir is its working directory: notebooks the test creates land in `work`.
-    (work / "root").mkdir()
-    cwd = os.getcwd()
-    try:
-        os.chdir(work / "root")
-        try:
-            master.start()
-        finally:
-            os.chdir(cwd)
-        yield master, token
-    finally:
-        master.stop()
 
 
 @pytest.fixture(scope="module")
@@ -98,21 +42,12 @@ def running_experiment(lab: tuple[MasterProcess, str]) -> Iterator[int]:
 
 
 @pytest.fixture(scope="module")
-def page(lab: tuple[MasterProcess, str]) -> Iterator[object]:
-    master, token = lab
-    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # no stale screenshot passes for this run's
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.set_default_timeout(60_000)
-            page.goto(f"{master.url}/lab?token={token}")
-            page.locator('.jp-SideBar li[data-id="det-jupyter-sidebar"]').click()
-            sidebar = page.locator("#det-jupyter-sidebar")
-            sidebar.wait_for(state="visible")
-            yield page
-        finally:
-            browser.close()
+def page(lab: tuple[MasterProcess, str], browser: Any) -> Iterator[Any]:
+    page = open_lab(browser, lab)
+    page.locator('.jp-SideBar li[data-id="det-jupyter-sidebar"]').click()
+    page.locator("#det-jupyter-sidebar").wait_for(state="visible")
+    yield page
+    page.close()
 
 
 def log_in_if_asked(page: object) -> None:
@@ -129,7 +64,8 @@ def log_in_if_asked(page: object) -> None:
     assert not form.is_visible(), "the sidebar asked for a det login although Jupyter has one"
 
 
-def test_sidebar_lists_running_experiment(page: object, running_experiment: int) -> None:
+def test_sidebar_lists_running_experiment(page: object, running_experiment: int,
+                                          screenshot: Callable[[Any, str], Path]) -> None:
     expect = sync_api.expect
     log_in_if_asked(page)
     sidebar = page.locator("#det-jupyter-sidebar")  # type: ignore[attr-defined]
@@ -153,7 +89,8 @@ def test_sidebar_lists_running_experiment(page: object, running_experiment: int)
     assert path.stat().st_size > 10_000
 
 
-def test_open_button_describes_experiment_in_console(page: object, running_experiment: int) -> None:
+def test_open_button_describes_experiment_in_console(page: object, running_experiment: int,
+                                                     screenshot: Callable[[Any, str], Path]) -> None:
     expect = sync_api.expect
     log_in_if_asked(page)
     sidebar = page.locator("#det-jupyter-sidebar")  # type: ignore[attr-defined]
@@ -165,7 +102,8 @@ def test_open_button_describes_experiment_in_console(page: object, running_exper
     screenshot(page, "sidebar-open-experiment-console")
 
 
-def test_open_button_adds_cell_to_current_notebook(page: object, running_experiment: int) -> None:
+def test_open_button_adds_cell_to_current_notebook(page: object, running_experiment: int,
+                                                   screenshot: Callable[[Any, str], Path]) -> None:
     expect = sync_api.expect
     log_in_if_asked(page)
     page.locator(".lm-TabBar-tab", has_text="Launcher").click()  # type: ignore[attr-defined]

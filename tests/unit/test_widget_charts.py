@@ -8,8 +8,14 @@ import pytest
 
 pytest.importorskip("plotly", reason="the widgets need plotly (a product dependency)")
 
-from det_jupyter.widgets import ClusterWidget  # noqa: E402
-from det_jupyter.widgets._charts import line_figure, parcoords, sync_lines  # noqa: E402
+from det_jupyter.widgets import ClusterWidget, ExperimentWidget  # noqa: E402
+from det_jupyter.widgets._charts import (  # noqa: E402
+    chart_row,
+    line_figure,
+    parcoords,
+    parcoords_figure,
+    sync_lines,
+)
 
 
 def traces(fig: Any) -> dict[str, tuple[list[Any], list[Any]]]:
@@ -27,6 +33,29 @@ def test_sync_lines_updates_adds_and_removes_traces() -> None:
     assert traces(fig) == {"trial 2": ([1, 2], [1.0, 0.9])}
 
 
+def test_sync_lines_writes_a_note_across_empty_axes() -> None:
+    fig = line_figure("validation")
+    sync_lines(fig, {}, empty="no validation metrics yet")
+    assert [a.text for a in fig.layout.annotations] == ["no validation metrics yet"]
+    sync_lines(fig, {"trial 1": {"x": [4], "y": [0.25]}}, empty="no validation metrics yet")
+    assert not fig.layout.annotations and traces(fig) == {"trial 1": ([4], [0.25])}
+
+
+def test_chart_row_wraps_and_scrolls_instead_of_clipping() -> None:
+    row = chart_row(line_figure("a"), line_figure("b"))
+    assert row.layout.flex_flow == "row wrap" and row.layout.overflow == "auto"
+    assert len(row.children) == 2
+
+
+def test_parcoords_title_sits_above_the_axis_labels() -> None:
+    fig = parcoords_figure("hyperparameters")
+    # plotly draws each axis' label and top range tick ~20-35 px above the axes: the margin
+    # holds them and the title sits at the figure's top edge, clear of them.
+    assert fig.layout.margin.t >= 90
+    assert (fig.layout.title.text, fig.layout.title.y, fig.layout.title.yref,
+            fig.layout.title.yanchor) == ("hyperparameters", 1, "container", "top")
+
+
 def test_parcoords_categorical_ticks_and_missing_metric() -> None:
     fig = line_figure("hp")
     coords = {"trial_ids": [1, 2], "color": [None, 0.5], "dimensions": [
@@ -36,8 +65,10 @@ def test_parcoords_categorical_ticks_and_missing_metric() -> None:
     (trace,) = fig.data
     assert [d.label for d in trace.dimensions] == ["opt", "loss"]
     assert list(trace.dimensions[0].ticktext) == ["adam", "sgd"]
+    assert trace.line.showscale is False  # one metric value: no scale to show
     parcoords(fig, {**coords, "color": [0.1, 0.5]})
     assert len(fig.data) == 1 and list(fig.data[0].line.color) == [0.1, 0.5]
+    assert fig.data[0].line.showscale is True
 
 
 class StaticCluster:
@@ -64,3 +95,83 @@ def test_cluster_widget_renders_the_first_fetch_and_close_stops_polling() -> Non
     w.close()
     w.poller._thread.join(5)  # type: ignore[union-attr]
     assert not w.poller.running
+
+
+class ScriptedExperiment:
+    """A ``Determined`` stand-in serving experiment 1 with one running trial (7) whose
+    reports are what the test last put in ``training`` / ``validation``."""
+
+    username = "admin"
+
+    def __init__(self) -> None:
+        self.training: list[dict[str, Any]] = []
+        self.validation: list[dict[str, Any]] = []
+
+    def get_experiment(self, exp_id: int) -> _Experiment:
+        return _Experiment(self)
+
+
+class _Experiment:
+    def __init__(self, det: ScriptedExperiment) -> None:
+        self.det = det
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": 1, "name": "e", "state": "STATE_RUNNING", "progress": 0.0, "numTrials": 1,
+                "config": {"searcher": {"name": "single", "metric": "validation_loss"}}}
+
+    def trials(self) -> list[_Trial]:
+        return [_Trial(self.det)]
+
+
+class _Trial:
+    id = 7
+    state = "RUNNING"
+
+    def __init__(self, det: ScriptedExperiment) -> None:
+        self.det = det
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": 7, "state": "STATE_RUNNING", "hparams": {"x": 1.0}}
+
+    def metrics(self) -> dict[str, list[dict[str, Any]]]:
+        return {"training": list(self.det.training), "validation": list(self.det.validation)}
+
+
+class RecordingExperimentWidget(ExperimentWidget):
+    """Records the metric pair each chart redraw shows."""
+
+    def _draw_curves(self) -> None:
+        self.draws = [*getattr(self, "draws", []), (self.train_metric.value, self.val_metric.value)]
+        super()._draw_curves()
+
+
+def report(at: int, **metrics: float) -> dict[str, Any]:
+    return {"steps_completed": at, "metrics": metrics}
+
+
+def test_experiment_widget_redraws_once_per_update_and_keeps_the_chosen_metric() -> None:
+    det = ScriptedExperiment()
+    det.training = [report(1, loss=1.0, step=1)]
+    w = RecordingExperimentWidget(1, det, interval=60)  # type: ignore[arg-type]
+    try:
+        assert "progress —" in w.header.value  # the master's 0 before any progress report
+        assert w.draws == [("loss", None)]
+        assert [a.text for a in w.val_fig.layout.annotations] == ["no validation metrics yet"]
+        # New metric names (the first validation, then one sorting first) change the
+        # dropdowns' options, which alone would jump them to their first option and draw it.
+        for validation in ([report(4, validation_loss=0.25, batches=4)],
+                           [report(4, validation_loss=0.25, batches=4),
+                            report(8, validation_loss=0.125, batches=8, accuracy=0.9)]):
+            det.validation = validation
+            det.training = [*det.training, report(len(det.training) + 1, loss=0.5, step=2)]
+            w.draws = []
+            w._apply(w._fetch())
+            assert w.draws == [("loss", "validation_loss")]
+            assert list(w.val_fig.data[0].y) == [r["metrics"]["validation_loss"] for r in validation]
+            assert not w.val_fig.layout.annotations
+        assert list(w.val_metric.options) == ["accuracy", "batches", "validation_loss"]
+        w.draws = []
+        w.val_metric.value = "accuracy"  # the user's choice still redraws at once
+        assert w.draws == [("loss", "accuracy")] and list(w.val_fig.data[0].y) == [0.9]
+    finally:
+        w.close()

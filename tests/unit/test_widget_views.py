@@ -66,9 +66,20 @@ def test_experiment_rows_refuses_an_unknown_sort_column() -> None:
         v.experiment_rows(EXPS, sort="colour")
 
 
-@pytest.mark.parametrize(("fraction", "text"), [(None, ""), (0.0, "0.0%"), (0.4567, "45.7%")])
+@pytest.mark.parametrize(("fraction", "text"), [(None, "—"), (0.0, "—"), (0.4567, "45.7%"), (1.0, "100.0%")])
 def test_progress_text(fraction: float | None, text: str) -> None:
-    assert v.progress_text(fraction) == text
+    assert v.progress_text(fraction) == text  # 0: the master's figure before any report
+
+
+@pytest.mark.parametrize(("names", "current", "preferred", "choice"), [
+    (["batches", "validation_loss"], None, "validation_loss", "validation_loss"),
+    (["batches", "validation_loss"], "batches", "validation_loss", "batches"),
+    (["acc", "batches"], "gone", "validation_loss", "acc"),
+    ([], "loss", "loss", None),
+])
+def test_metric_choice_keeps_the_shown_metric(names: list[str], current: str | None,
+                                              preferred: str | None, choice: str | None) -> None:
+    assert v.metric_choice(names, current, preferred) == choice
 
 
 def rep(step: int, **metrics: Any) -> dict[str, Any]:
