@@ -65,6 +65,7 @@ class NotebookKillHandler(DetHandler):
     def post(self, task_id: str) -> None:
         self.master.notebooks.visible(self.user, task_id)
         self.master.commands.kill(self.user, task_id, "NOTEBOOK")  # owner or admin: checked above
+        self.master.notebooks.drop(task_id)
         row = self.master.commands.get(task_id, "NOTEBOOK")
         self.send({"notebook": notebook_json(row, False)})
 

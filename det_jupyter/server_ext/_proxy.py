@@ -21,6 +21,7 @@ import logging
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
 
+import aiohttp
 from tornado import httpclient, web, websocket
 
 from ..errors import DetError, NotFound
@@ -40,6 +41,25 @@ RESPONSE_SKIP = {"connection", "keep-alive", "transfer-encoding", "content-lengt
                  "content-encoding", "set-cookie", "server", "date"}
 _NOT_FOUND = "notebook not found; det notebook list shows yours"
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+
+_SESSIONS: dict[int, aiohttp.ClientSession] = {}
+
+
+def upstream_session() -> aiohttp.ClientSession:
+    """One pooled client per event loop: upstream connections are kept alive and reused, so a
+    proxied request costs about one localhost hop."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    session = _SESSIONS.get(id(loop))
+    if session is None or session.closed:
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=30, ttl_dns_cache=None),
+            auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=("User-Agent", "Accept-Encoding"))
+        _SESSIONS[id(loop)] = session
+    return session
 
 
 def bad_path(raw_path: str) -> bool:
@@ -118,54 +138,73 @@ class ProxyHandler(websocket.WebSocketHandler):
     # -- HTTP ---------------------------------------------------------------------------
 
     async def _proxy(self, task_id: str, path: str = "") -> None:
-        try:
-            user, row = self._authorize(task_id)
-        except NotFound:
+        if bad_path(self.request.path):
             self._not_found()
             return
+        user = self._user(task_id)
+        target = None
+        if user is not None:
+            try:  # the fast path: a ready task's route, from memory
+                target = self.master.notebooks.route(user, task_id)
+            except DetError:
+                self._not_found()
+                return
         ticket = self.get_query_argument(TICKET_PARAM, None)
-        if ticket and self.request.method == "GET":
-            # Trade the link's ticket for a cookie of this notebook's path, and drop it from
-            # the address bar.
-            self.set_cookie(COOKIE, ticket, path=f"/proxy/{task_id}/", httponly=True,
-                            samesite="Lax", expires_days=7)
-            query = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True)
-                     if k != TICKET_PARAM]
-            self.redirect(self.request.path + (f"?{urlencode(query)}" if query else ""))
-            return
-        target = self.master.notebooks.target(user, task_id)
-        if target is None:
-            self._waiting(row)
-            return
+        if target is None or (ticket and self.request.method == "GET"):
+            try:
+                user, row = self._authorize(task_id)
+            except NotFound:
+                self._not_found()
+                return
+            if ticket and self.request.method == "GET":
+                # Trade the link's ticket for a cookie of this task's path, and drop it from
+                # the address bar.
+                self.set_cookie(COOKIE, ticket, path=f"/proxy/{task_id}/", httponly=True,
+                                samesite="Lax", expires_days=7)
+                query = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True)
+                         if k != TICKET_PARAM]
+                self.redirect(self.request.path + (f"?{urlencode(query)}" if query else ""))
+                return
+            target = self.master.notebooks.target(user, task_id)
+            if target is None:
+                self._waiting(row)
+                return
         self.master.notebooks.touched(task_id)
+        await self._forward(target)
+
+    async def _forward(self, target: Target) -> None:
+        """Send the request upstream over a pooled keep-alive connection and stream the
+        answer back as it comes."""
         method = self.request.method or "GET"
         body = self.request.body if method not in ("GET", "HEAD") else None
-        if body is None and method in ("POST", "PUT", "PATCH"):
-            body = b""
-        request = httpclient.HTTPRequest(
-            self._upstream_url(target, "http"), method=method, headers=self._upstream_headers(target),
-            body=body, follow_redirects=False, decompress_response=False,
-            allow_nonstandard_methods=True, request_timeout=300, connect_timeout=10)
         try:
-            resp = await httpclient.AsyncHTTPClient().fetch(request, raise_error=False)
-        except OSError as exc:
-            log.info("proxy to %s failed: %s", task_id, exc)
-            self._waiting(row, "JupyterLab is not answering (it may be restarting).")
+            async with upstream_session().request(
+                method, self._upstream_url(target, "http"), headers=self._upstream_headers(target),
+                data=body, allow_redirects=False, auto_decompress=False,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=300),
+            ) as resp:
+                self.set_status(resp.status, resp.reason)
+                self._clear_representation_headers()
+                for name, value in resp.headers.items():
+                    if name.lower() not in RESPONSE_SKIP:
+                        self.add_header(name, value)
+                for value in resp.headers.getall("Set-Cookie", []):
+                    self.add_header("Set-Cookie", value)
+                if resp.headers.get("Content-Encoding"):
+                    self.set_header("Content-Encoding", resp.headers["Content-Encoding"])
+                if method != "HEAD" and resp.status not in (204, 304):
+                    async for chunk in resp.content.iter_chunked(256 * 1024):
+                        self.write(chunk)
+                        if len(chunk) >= 64 * 1024:
+                            await self.flush()
+        except (aiohttp.ClientError, OSError) as exc:
+            if self._headers_written:
+                raise
+            log.info("proxy to %s failed: %s", target.task_id, exc)
+            self.clear()
+            row = self.master.commands.get(target.task_id, None)
+            self._waiting(row, "It is not answering (it may be restarting or ending).")
             return
-        if resp.code == 599:
-            self._waiting(row, "JupyterLab is not answering (it may be restarting).")
-            return
-        self.set_status(resp.code, resp.reason)
-        self._clear_representation_headers()
-        for name, value in resp.headers.get_all():
-            if name.lower() not in RESPONSE_SKIP:
-                self.add_header(name, value)
-        for value in resp.headers.get_list("Set-Cookie"):
-            self.add_header("Set-Cookie", value)
-        if resp.headers.get("Content-Encoding"):
-            self.set_header("Content-Encoding", resp.headers["Content-Encoding"])
-        if resp.body and resp.code not in (204, 304) and method != "HEAD":
-            self.write(resp.body)
         self.finish()
 
     def _clear_representation_headers(self) -> None:

@@ -50,6 +50,8 @@ class NotebookService:
         self._secret = secret
         self._gpu_busy = gpu_busy or (lambda allocation_id: False)
         self.ready: set[str] = set()
+        # Ready tasks by id: the proxy's fast path (no database read per request).
+        self.routes: dict[str, Target] = {}
         self.last_traffic: dict[str, float] = {}
         self._last_active: dict[str, float] = {}
         self._previous: dict[str, Activity] = {}
@@ -82,8 +84,27 @@ class NotebookService:
             return None
         return user if user.active else None
 
+    def route(self, user: User, task_id: str) -> Target | None:
+        """The ready task's target from memory, if ``user`` may reach it; None when it is not
+        ready (the caller then reads the database for a 404 or a waiting page)."""
+        target = self.routes.get(task_id)
+        if target is None:
+            return None
+        if not user.admin and target.owner_id != user.id:
+            raise NotFound(f"task {task_id} not found")
+        return target
+
+    def drop(self, task_id: str) -> None:
+        """The task is ending: stop routing to it now, not at the next tick."""
+        self.ready.discard(task_id)
+        self.routes.pop(task_id, None)
+        self._forget(task_id)
+
     def target(self, user: User, task_id: str) -> Target | None:
         """Where to proxy ``user``'s request (None: not running or not answering yet)."""
+        route = self.route(user, task_id)
+        if route is not None:
+            return route
         row = self.visible(user, task_id, None)
         if row.alloc_state != "RUNNING" or not row.proxy_address or task_id not in self.ready:
             return None
@@ -109,9 +130,8 @@ class NotebookService:
         rows = [r for kind in KINDS for r in self._commands.list(kind=kind)
                 if r.alloc_state == "RUNNING" and r.proxy_address]
         running = {r.task_id for r in rows}
-        for gone in set(self.ready) - running:
-            self.ready.discard(gone)
-            self._forget(gone)
+        for gone in (set(self.ready) | set(self.routes)) - running:
+            self.drop(gone)
         await asyncio.gather(*(self._probe(r) for r in rows if r.task_id not in self.ready))
         now = self._clock.now()
         if now - self._last_idle_check >= self.idle_check_interval:
@@ -129,6 +149,8 @@ class NotebookService:
                     else _connects(row.proxy_address, timeout=2.0))
         if ok is not None and ok is not False:
             self.ready.add(row.task_id)
+            self.routes[row.task_id] = Target(row.task_id, row.proxy_address, row.proxy_token,
+                                              row.owner_id)
             self._last_active[row.task_id] = self._clock.now()
             log.info("notebook %s is ready at %s", row.task_id, row.proxy_address)
 
@@ -162,8 +184,7 @@ class NotebookService:
         log.info("%s %s %s", row.task_type.lower(), row.task_id, reason)
         owner = self._auth.user_by_id(row.owner_id)
         self._commands.kill(owner, row.task_id, row.task_type, reason=reason)
-        self.ready.discard(row.task_id)
-        self._forget(row.task_id)
+        self.drop(row.task_id)
 
 
 async def _get_json(row: Any, path: str, timeout: float = 5.0) -> Any:
