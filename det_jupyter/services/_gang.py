@@ -32,9 +32,14 @@ class Gang:
     collective_port: int
 
 
-def free_port(taken: set[int]) -> int:
+def free_port(taken: set[int], start: int = 0) -> int:
+    """The first port block not in ``taken``, looking from block ``start`` on (and around).
+
+    Each master starts at a random block and moves on after each placement, so two masters on
+    one host (test runs, a laptop's and a cluster's) rarely hand out the same port, and a port
+    just freed is not handed out again at once."""
     for i in range(PORT_BLOCKS):
-        port = PORT_BASE + PORT_BLOCK * i
+        port = PORT_BASE + PORT_BLOCK * ((start + i) % PORT_BLOCKS)
         if port not in taken:
             return port
     raise Conflict(f"all {PORT_BLOCKS} rendezvous port blocks from {PORT_BASE} are in use")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,7 +23,7 @@ from ..store import reader
 from ..store import tables as t
 from . import _alloc_rows as rows
 from ._clock import Clock
-from ._gang import Container, Gang, free_port
+from ._gang import PORT_BASE, PORT_BLOCK, PORT_BLOCKS, Container, Gang, free_port
 from ._states import AllocState
 from .auth import AllocationPrincipal, AuthService, new_token, token_hash
 
@@ -70,6 +71,7 @@ class _Live:
 
 class AllocationService:
     def __init__(self, engine: sa.Engine, clock: Clock, auth: AuthService) -> None:
+        self._next_block = random.randrange(PORT_BLOCKS)  # see _gang.free_port
         self._engine = engine
         self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
@@ -165,7 +167,8 @@ class AllocationService:
             for allocation_id, gang in placements:
                 token = new_token()
                 chief = gang[0]
-                port = free_port(taken)
+                port = free_port(taken, self._next_block)
+                self._next_block = ((port - PORT_BASE) // PORT_BLOCK + 1) % PORT_BLOCKS
                 alloc = conn.execute(rows.ASSIGN, {
                     "alloc_id": allocation_id, "agent_id": chief.agent_id,
                     "slot_ids": list(chief.slot_ids),

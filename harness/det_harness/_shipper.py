@@ -74,6 +74,7 @@ class Shipper:
         self._give_up_at: float | None = None  # set by close(): stop retrying after this
         self._closing = False
         self._close_ok = True
+        self._gave_up = 0  # batches dropped after the close deadline (never acknowledged)
         self.dropped = 0
         self._drop_logged = False
         self._thread = threading.Thread(target=self._run, name="det-metrics-shipper", daemon=True)
@@ -126,7 +127,9 @@ class Shipper:
         if self._closing:
             return self._close_ok
         self._give_up_at = time.monotonic() + timeout
-        ok = self.flush(timeout)
+        # Reports given up on (the master unreachable until the deadline) were lost too, even
+        # though the thread is done with them.
+        ok = self.flush(timeout) and not self._gave_up
         self._close_ok = ok
         self._closing = True
         self._wake.set()
@@ -233,6 +236,7 @@ class Shipper:
             except TransientError as exc:
                 if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
                     logger.error("det_harness: giving up on %s: %s", path, exc)
+                    self._gave_up += 1
                     return
                 if attempt == 3:
                     logger.warning("det_harness: master unreachable, retrying: %s", exc)
