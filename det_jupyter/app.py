@@ -96,6 +96,11 @@ class DetJupyterApp(ExtensionApp):
         help="Seconds a notebook may stay idle before it is culled, unless its config sets "
         "idle_timeout. 0: never.",
     )
+    tensorboard_timeout = Float(
+        300.0, config=True,
+        help="Seconds a TensorBoard may go without proxy traffic before it is culled, unless its "
+        "config sets idle_timeout (Determined's tensorboard_timeout).",
+    )
     notebook_idle_check = Float(
         30.0, config=True,
         help="Seconds between looks at each running notebook's kernels, terminals and activity "
@@ -140,6 +145,7 @@ class DetJupyterApp(ExtensionApp):
             notebook_dir=self.notebook_dir or None,
             notebook_timeout_s=self.notebook_timeout or None,
             notebook_idle_check_s=self.notebook_idle_check,
+            tensorboard_timeout_s=self.tensorboard_timeout or None,
         ))
         if self.master.generated_password:
             path = os.path.join(self.data_dir, "admin_password")

@@ -11,7 +11,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/pip install -q -e '.[test,examples]'
+.venv/bin/pip install -q -e '.[test,examples,tensorboard]'
 
 # Browser tests: the built JupyterLab sidebar (built here from labextension/ when missing, which
 # needs npm) and Debian's chromium (installed when running as root), driven by the playwright

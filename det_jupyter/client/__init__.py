@@ -39,6 +39,7 @@ from ._errors import (
 )
 from ._experiment import TERMINAL_STATES, Experiment, WaitTimeout
 from ._session import DEFAULT_MASTER, TokenStore, master_url
+from ._tasks import Command, Notebook, Task, notebook_url
 from ._trial import Checkpoint, Trial
 
 __all__ = [
@@ -48,6 +49,8 @@ __all__ = [
     "TokenStore", "Trial", "Unauthenticated", "WaitTimeout", "create_experiment", "current",
     "get_checkpoint", "get_experiment", "get_trial", "list_agents", "list_experiments",
     "list_jobs", "load_config", "login", "master_info", "master_url",
+    "Command", "Notebook", "Task", "get_command", "get_notebook", "launch_command",
+    "launch_notebook", "list_commands", "list_notebooks", "notebook_url",
 ]
 
 _default: Determined | None = None
@@ -105,3 +108,31 @@ def list_agents() -> list[dict[str, Any]]:
 
 def master_info() -> dict[str, Any]:
     return _client().master_info()
+
+
+def launch_notebook(config: dict[str, Any] | None = None,
+                    context: str | os.PathLike | None = None) -> Notebook:
+    """``Determined.launch_notebook`` on the default session."""
+    return _client().launch_notebook(config, context)
+
+
+def launch_command(entrypoint: str | list[str], config: dict[str, Any] | None = None,
+                   context: str | os.PathLike | None = None) -> Command:
+    """``Determined.launch_command`` on the default session."""
+    return _client().launch_command(entrypoint, config, context)
+
+
+def get_notebook(task_id: str) -> Notebook:
+    return _client().get_notebook(task_id)
+
+
+def get_command(task_id: str) -> Command:
+    return _client().get_command(task_id)
+
+
+def list_notebooks(users: Iterable[str] = ()) -> list[Notebook]:
+    return _client().list_notebooks(users)
+
+
+def list_commands(users: Iterable[str] = ()) -> list[Command]:
+    return _client().list_commands(users)

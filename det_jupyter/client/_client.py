@@ -14,6 +14,7 @@ from det_jupyter.identity import load_identity
 from ._errors import InvalidInput, NotLoggedIn
 from ._experiment import Experiment
 from ._session import Session, TokenStore, master_url
+from ._tasks import TaskMethods
 from ._trial import Checkpoint, Trial
 
 ConfigLike = dict[str, Any] | str | os.PathLike
@@ -62,7 +63,7 @@ def context_files(model_dir: str | os.PathLike | None,
                            f"{exc.strerror or exc}") from None
 
 
-class Determined:
+class Determined(TaskMethods):
     """A session with a det-jupyter (or Determined 0.38.1) master.
 
     Credentials, first that applies: ``token``; ``password`` (logs in and caches the token);

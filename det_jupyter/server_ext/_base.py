@@ -15,6 +15,7 @@ from typing import Any
 from tornado import web
 
 from ..errors import DetError, Forbidden, InvalidRequest, NotFound, Unauthenticated
+from ..services import tensorboards
 from ..services.auth import AllocationPrincipal, User
 from ..services.master import Master
 
@@ -86,9 +87,11 @@ class DetHandler(web.RequestHandler):
         return p
 
     def require_trial(self, trial_id: int) -> None:
-        """A task may only touch its own trial (404 otherwise, hiding others' existence)."""
+        """A task may only touch its own trial (404 otherwise, hiding others' existence); a
+        TensorBoard task may read (GET) the trials it was started on."""
         p = self.principal
-        if isinstance(p, AllocationPrincipal) and p.trial_id != trial_id:
+        if isinstance(p, AllocationPrincipal) and p.trial_id != trial_id \
+                and not self._tensorboard_reads(trial_id=trial_id):
             raise NotFound(f"trial {trial_id} not found")
 
     def require_allocation(self, allocation_id: str) -> None:
@@ -98,8 +101,13 @@ class DetHandler(web.RequestHandler):
 
     def require_experiment(self, exp_id: int) -> None:
         p = self.principal
-        if isinstance(p, AllocationPrincipal) and p.experiment_id != exp_id:
+        if isinstance(p, AllocationPrincipal) and p.experiment_id != exp_id \
+                and not self._tensorboard_reads(experiment_id=exp_id):
             raise NotFound(f"experiment {exp_id} not found")
+
+    def _tensorboard_reads(self, **what: int) -> bool:
+        return self.request.method == "GET" and tensorboards.may_read(
+            self.master.commands, self.master.views, self.principal, **what)
 
     def require_task(self, task_id: str) -> None:
         p = self.principal

@@ -242,7 +242,7 @@ class ProxyHandler(websocket.WebSocketHandler):
         self.set_header("Content-Type", "text/html; charset=utf-8")
         refresh = "" if ended else '<meta http-equiv="refresh" content="2">'
         self.finish(f"<!doctype html><html><head><meta charset=\"utf-8\">{refresh}"
-                    f"<title>det-jupyter notebook</title></head><body style=\"font-family:"
+                    f"<title>det-jupyter</title></head><body style=\"font-family:"
                     f"sans-serif;margin:3em\"><h2>{html.escape(row.description)}</h2>"
                     f"<p>{html.escape(text)}</p></body></html>")
 

@@ -126,6 +126,7 @@ class TrialCheckpointsHandler(DetHandler):
 class TrialWorkloadsHandler(DetHandler):
     """Training and validation reports and checkpoints, merged in step order, paged in SQL."""
 
+    allow_task = True  # a trial's own task, and a TensorBoard over it (require_trial)
     _GROUPS = ("training", "validation")
 
     def get(self, trial_id: str) -> None:

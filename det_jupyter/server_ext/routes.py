@@ -13,7 +13,9 @@ from . import (
     _lab,
     _notebooks,
     _proxy,
+    _shells,
     _tasks,
+    _tensorboards,
     _trials,
 )
 from ._base import NotFoundHandler
@@ -26,6 +28,7 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/det-jupyter/session", _lab.LabSessionHandler),
     (r"/proxy/([^/]+)/(.*)", _proxy.ProxyHandler),
     (r"/proxy/([^/]+)", _proxy.ProxyRootHandler),
+    (r"/det-jupyter/tunnel/([^/]+)", _shells.ShellTunnelHandler),
     (r"/agents", _cluster.AgentSocket),
     (r"/api/v1/master", _auth.MasterHandler),
     (r"/api/v1/auth/login", _auth.LoginHandler),
@@ -80,6 +83,14 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/notebooks/([^/]+)", _notebooks.NotebookHandler),
     (r"/api/v1/notebooks/([^/]+)/kill", _notebooks.NotebookKillHandler),
     (r"/api/v1/notebooks/([^/]+)/set_priority", _notebooks.NotebookPriorityHandler),
+    (r"/api/v1/tensorboards", _tensorboards.TensorboardsHandler),
+    (r"/api/v1/tensorboards/([^/]+)", _tensorboards.TensorboardHandler),
+    (r"/api/v1/tensorboards/([^/]+)/kill", _tensorboards.TensorboardKillHandler),
+    (r"/api/v1/tensorboards/([^/]+)/set_priority", _tensorboards.TensorboardPriorityHandler),
+    (r"/api/v1/shells", _shells.ShellsHandler),
+    (r"/api/v1/shells/([^/]+)", _shells.ShellHandler),
+    (r"/api/v1/shells/([^/]+)/kill", _shells.ShellKillHandler),
+    (r"/api/v1/shells/([^/]+)/set_priority", _shells.ShellPriorityHandler),
     (r"/api/v1/job-queues-v2", _jobs.JobQueueHandler),
     (r"/api/v1/.*", NotFoundHandler),
 ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._interactive import NotebookSettings, notebook_entrypoint
+from ._shells import shell_build, shell_settings
+from ._tensorboard import TensorboardSettings, tensorboard_entrypoint
 
 #: (task_id, bind address, port, the row's config, allow_root) -> (argv, extra environment)
 Builder = Callable[[str, str, int, dict[str, Any], bool], tuple[list[str], dict[str, str]]]
@@ -41,8 +43,20 @@ def _notebook_build(task_id: str, bind: str, port: int, cfg: dict[str, Any],
     return argv, {"NOTEBOOK_PORT": str(port), "NOTEBOOK_IDLE_TYPE": cfg.get("notebook_idle_type", "")}
 
 
+def _tensorboard_settings(raw: dict[str, Any], username: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    return TensorboardSettings.parse(raw, defaults.get("tensorboard_timeout_s")).as_config()
+
+
+def _tensorboard_build(task_id: str, bind: str, port: int, cfg: dict[str, Any],
+                       allow_root: bool) -> tuple[list[str], dict[str, str]]:
+    return tensorboard_entrypoint(task_id, bind, port, cfg), {"TENSORBOARD_PORT": str(port)}
+
+
 KINDS: dict[str, Kind] = {
     "NOTEBOOK": Kind("NOTEBOOK", "notebook", "api/status", True, _notebook_settings, _notebook_build),
+    "TENSORBOARD": Kind("TENSORBOARD", "tensorboard", "data/environment", False,
+                        _tensorboard_settings, _tensorboard_build),
+    "SHELL": Kind("SHELL", "shell", None, False, shell_settings, shell_build),
 }
 
 

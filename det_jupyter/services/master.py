@@ -49,6 +49,7 @@ class MasterSettings:
     notebook_dir: str | None = None  # a user's notebooks work in <dir>/<user> (default: data dir)
     notebook_timeout_s: float | None = None  # default idle_timeout of notebooks (None: never)
     notebook_idle_check_s: float = 30.0  # seconds between looks at notebooks' activity
+    tensorboard_timeout_s: float | None = 300.0  # default idle_timeout of TensorBoards
 
 
 class Master:
@@ -96,6 +97,7 @@ class Master:
         self.commands.resources = self.resources
         self.commands.notebook_root = settings.notebook_dir or os.path.join(settings.data_dir, "notebooks")
         self.commands.notebook_timeout_s = settings.notebook_timeout_s
+        self.commands.kind_defaults["tensorboard_timeout_s"] = settings.tensorboard_timeout_s
         self.allocations.owner = OwnerRouter(self.trials, self.commands)
         self.allocations.launcher = self.rm
         self.notebooks = NotebookService(

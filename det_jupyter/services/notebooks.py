@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ log = logging.getLogger("det_jupyter.notebooks")
 
 #: Seconds between looks at every running notebook's activity (``notebook_idle_check``).
 IDLE_CHECK_INTERVAL = 30.0
+#: Seconds a ticket's user is trusted from memory (as session tokens are).
+TICKET_USER_CACHE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class NotebookService:
         self._clock = clock
         self._secret = secret
         self._gpu_busy = gpu_busy or (lambda allocation_id: False)
+        self._ticket_users: dict[tuple[str, str], tuple[float, User | None]] = {}
         self.ready: set[str] = set()
         # Ready tasks by id: the proxy's fast path (no database read per request).
         self.routes: dict[str, Target] = {}
@@ -75,14 +79,25 @@ class NotebookService:
         return make_ticket(self._secret, task_id, user.id, self._clock.now() + TICKET_LIFETIME)
 
     def user_for_ticket(self, task_id: str, ticket: str) -> User | None:
+        """The active user a ticket vouches for on ``task_id``. The user is read at most once a
+        second per ticket (a browser sends the ticket's cookie with every request), so a
+        deactivated user is shut out within a second."""
+        now = time.monotonic()
+        cached = self._ticket_users.get((task_id, ticket))
+        if cached is not None and now - cached[0] < TICKET_USER_CACHE_S:
+            return cached[1]
         user_id = check_ticket(self._secret, task_id, ticket, self._clock.now())
-        if user_id is None:
-            return None
-        try:
-            user = self._auth.user_by_id(user_id)
-        except DetError:
-            return None
-        return user if user.active else None
+        user = None
+        if user_id is not None:
+            try:
+                found = self._auth.user_by_id(user_id)
+            except DetError:
+                found = None
+            user = found if found is not None and found.active else None
+        if len(self._ticket_users) > 10_000:
+            self._ticket_users.clear()
+        self._ticket_users[(task_id, ticket)] = (now, user)
+        return user
 
     def route(self, user: User, task_id: str) -> Target | None:
         """The ready task's target from memory, if ``user`` may reach it; None when it is not
@@ -113,12 +128,14 @@ class NotebookService:
     def waiting(self, row: Any, queue_reason: Callable[[str], str | None]) -> str:
         """A sentence for the waiting page: why the notebook is not reachable yet."""
         state = row.alloc_state
+        what = KINDS[row.task_type].cli if row.task_type in KINDS else "task"
         if row.end_time is not None or state in (None, "TERMINATED"):
-            return f"This notebook has ended: {row.exit_reason or 'it exited'}."
+            return f"This {what} has ended: {row.exit_reason or 'it exited'}."
         if state == "PENDING":
             reason = queue_reason(row.job_id)
             return f"Queued: {reason}." if reason else "Queued: waiting for a free slot."
-        return "Starting JupyterLab…"
+        return {"notebook": "Starting JupyterLab…", "tensorboard": "Starting TensorBoard…"}.get(
+            what, f"Starting the {what}…")
 
     def touched(self, task_id: str) -> None:
         """Traffic through the proxy: a notebook in use is not idle."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from det_jupyter import __version__
 from det_jupyter.client import DetClientError
 
-from . import _checkpoints, _cluster, _experiments
+from . import _checkpoints, _cluster, _experiments, _shell, _tasks, _tensorboard
 from ._common import CommandError
 from ._table import format_pairs, format_table
 
@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     _experiments.add_parsers(sub)
     _checkpoints.add_parsers(sub)
     _cluster.add_parsers(sub)
+    _tasks.add_parsers(sub)
+    _tensorboard.add_parsers(sub)
+    _shell.add_parsers(sub)
     return parser
 
 
