@@ -32,7 +32,7 @@ from _common import (
 )
 
 BENCHES = ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py", "bm5_query.py",
-           "bm7_footprint.py"]
+           "bm6_proxy.py", "bm7_footprint.py"]
 
 # (key, label, bench, field, target, better)
 TARGETS = [
@@ -73,6 +73,14 @@ TARGETS = [
     ("bm5_q2", "BM-5 Q2 p50, 200 trials downsampled (ms)", "bm5_query", "q2_ms", 100, "lower"),
     ("bm5_q3", "BM-5 Q3 p50, 200 trials (ms)", "bm5_query", "q3_ms", 30, "lower"),
     ("bm5_q3_flat", "BM-5 Q3 growth at 10x points (x)", "bm5_query", "q3_growth_10x", 1.2, "lower"),
+    ("bm6_added_p50", "BM-6 proxy added p50 latency over direct, 100 B GET (ms)", "bm6_proxy", "added_p50_ms",
+     1.0, "lower"),
+    ("bm6_c10_jsp", "BM-6 c=10 rps / jupyter-server-proxy (x)", "bm6_proxy", "ratio_c10_vs_jsp", 3, "higher"),
+    ("bm6_c10_direct", "BM-6 c=10 rps / direct", "bm6_proxy", "ratio_c10_vs_direct", 0.25, "higher"),
+    ("bm6_big_jsp", "BM-6 1 MiB GET MB/s / jupyter-server-proxy (x)", "bm6_proxy", "ratio_big_vs_jsp", 2,
+     "higher"),
+    ("bm6_ws_jsp", "BM-6 WS RTT p50: jupyter-server-proxy / ours (x)", "bm6_proxy", "ratio_ws_rtt_jsp_over_ours",
+     1, "higher"),
     ("bm7_import", "BM-7 harness import (ms)", "bm7_footprint", "import_ms", 100, "lower"),
     ("bm7_import_floor", "BM-7 import / stdlib floor (x)", "bm7_footprint", "import_over_stdlib_x", 1.2, "lower"),
     ("bm7_mlflow", "BM-7 import speed-up vs mlflow (x)", "bm7_footprint", "ratio_vs_mlflow", 14, "higher"),

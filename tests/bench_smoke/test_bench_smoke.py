@@ -22,6 +22,8 @@ CASES = [
     ("bm2_launch.py", {"trials_per_s", "wall_over_floor", "alloc_to_first_report_p50_ms", "ray_skipped", "complete"}, 60),
     ("bm3_searcher.py", {"mem_reports_per_s", "durable_reports_per_s", "gate_mismatches", "cost_ratio_last_vs_first"}, 60),
     ("bm5_query.py", {"q1_ms", "q3_ms", "q3_growth_10x", "q4_fresh", "q1_raw_ms"}, 90),
+    ("bm6_proxy.py", {"added_p50_ms", "ours_seq_p50_ms", "ours_c10_rps", "ours_big_mb_s",
+                      "ours_ws_rtt_p50_ms", "direct_seq_p50_ms", "ratio_c10_vs_direct"}, 120),
     ("bm7_footprint.py", {"import_ms", "stdlib_floor_ms", "report_p50_us", "report_p99_us", "rss_growth_mb"}, 60),
 ]
 
