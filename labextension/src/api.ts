@@ -46,6 +46,11 @@ export class DetApi {
     return this._settings.baseUrl;
   }
 
+  /** The det user the session acts as (from `/api/v1/me` or the login), once connected. */
+  get username(): string | null {
+    return this._username;
+  }
+
   /** Find working credentials without asking the user; false when a login is needed. */
   async connect(): Promise<boolean> {
     if (this._mode !== null) {
@@ -78,11 +83,25 @@ export class DetApi {
     }
     this._setToken(String(body.token));
     this._mode = 'token';
+    this._username = typeof body.user?.username === 'string' ? body.user.username : username;
   }
 
   logout(): void {
     this._setToken(null);
     this._mode = null;
+    this._username = null;
+  }
+
+  /** GET a det route the master may not have yet: `null` for its 404. */
+  async getOptional(path: string): Promise<any> {
+    try {
+      return await this.get(path);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) {
+        return null;
+      }
+      throw err;
+    }
   }
 
   /** GET a det route; AuthRequired when the session is gone. */
@@ -106,6 +125,8 @@ export class DetApi {
     try {
       const resp = await this._fetch(mode, 'api/v1/me');
       if (resp.ok) {
+        const body = await readJson(resp);
+        this._username = typeof body.user?.username === 'string' ? body.user.username : null;
         this._mode = mode;
         return true;
       }
@@ -163,6 +184,7 @@ export class DetApi {
   private _storageKey: string;
   private _token: string | null;
   private _mode: Mode | null = null;
+  private _username: string | null = null;
 }
 
 async function readJson(resp: Response): Promise<any> {

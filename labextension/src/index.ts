@@ -1,6 +1,7 @@
 /**
  * det-jupyter's JupyterLab extension: a left-sidebar panel with the master's experiments,
- * jobs and cluster, and a command that describes an experiment in a notebook or console.
+ * jobs and cluster and the user's notebooks and TensorBoards, and a command that describes an
+ * experiment in a notebook or console.
  */
 
 import {
@@ -57,7 +58,8 @@ async function openExperiment(app: JupyterFrontEnd, id: number): Promise<void> {
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'det-jupyter:sidebar',
-  description: 'Experiments, jobs and the cluster of the det-jupyter master, live.',
+  description:
+    "Experiments, jobs, the cluster and the user's notebooks and TensorBoards of the det-jupyter master, live.",
   autoStart: true,
   optional: [ILayoutRestorer],
   activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null) => {

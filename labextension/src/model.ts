@@ -35,6 +35,23 @@ export interface ClusterView {
   total: number;
 }
 
+export type TaskKind = 'notebook' | 'tensorboard';
+
+/** A notebook or TensorBoard that has not ended. */
+export interface TaskRow {
+  id: string;
+  kind: TaskKind;
+  description: string;
+  /** Lower case: `queued`, `starting`, `running`, `terminating`. */
+  state: string;
+  owner: string;
+  /** The description's tooltip: the task id, and a TensorBoard's experiments and trials. */
+  title: string;
+}
+
+/** Task states after which a notebook or TensorBoard is gone (its proxy no longer answers). */
+const ENDED_TASK_STATES = new Set(['TERMINATED', 'COMPLETED', 'CANCELED', 'ERROR', 'DELETED']);
+
 /** `STATE_RUNNING` → `RUNNING`, `TYPE_EXPERIMENT` → `EXPERIMENT`. */
 export function stripPrefix(value: unknown, prefix: string): string {
   const s = typeof value === 'string' ? value : '';
@@ -121,4 +138,58 @@ export function clusterView(body: any): ClusterView {
 /** The code a notebook cell or console runs to describe an experiment. */
 export function describeCode(id: number): string {
   return `%load_ext det_jupyter\n%det e describe ${id}`;
+}
+
+function taskList(body: any, key: string, kind: TaskKind): (TaskRow & { start: string })[] {
+  const list: any[] = Array.isArray(body?.[key]) ? body[key] : [];
+  return list
+    .filter(t => t && typeof t.id === 'string' && t.id !== '')
+    .map(t => {
+      const ids = (name: string, v: unknown) =>
+        Array.isArray(v) && v.length ? `; ${name} ${v.join(', ')}` : '';
+      return {
+        id: t.id,
+        kind,
+        description: String(t.description ?? ''),
+        state: stripPrefix(t.state, 'STATE_'),
+        owner: String(t.username ?? ''),
+        title:
+          `${kind} ${t.id}` + ids('experiments', t.experimentIds) + ids('trials', t.trialIds),
+        start: String(t.startTime ?? '')
+      };
+    })
+    .filter(t => !ENDED_TASK_STATES.has(t.state))
+    .map(t => ({ ...t, state: t.state.toLowerCase() }))
+    .sort((a, b) => (a.start < b.start ? 1 : a.start > b.start ? -1 : 0));
+}
+
+/**
+ * The user's notebooks, then TensorBoards, that have not ended, newest first. `notebooks` is a
+ * `GET /api/v1/notebooks` body, `tensorboards` a `GET /api/v1/tensorboards` body (`{}` where the
+ * master has no such route). An admin's lists hold everyone's: only `username`'s are kept
+ * (all of them when the username is unknown).
+ */
+export function taskRows(notebooks: any, tensorboards: any, username: string | null = null): TaskRow[] {
+  return [
+    ...taskList(notebooks, 'notebooks', 'notebook'),
+    ...taskList(tensorboards, 'tensorboards', 'tensorboard')
+  ]
+    .filter(t => !username || !t.owner || t.owner === username)
+    .map(({ start, ...row }) => row);
+}
+
+/** The det route whose answer carries a task's proxy ticket. */
+export function taskPath(kind: TaskKind, id: string): string {
+  return `api/v1/${kind}s/${encodeURIComponent(id)}`;
+}
+
+/**
+ * Where the browser opens a task: through the master's proxy, with the ticket the master trades
+ * for a cookie (it then redirects to the same address without it). A notebook opens on
+ * JupyterLab (`lab`), a TensorBoard on its root.
+ */
+export function taskUrl(baseUrl: string, kind: TaskKind, id: string, ticket: string): string {
+  const base = baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`;
+  const page = kind === 'notebook' ? 'lab' : '';
+  return `${base}proxy/${encodeURIComponent(id)}/${page}?det_ticket=${encodeURIComponent(ticket)}`;
 }

@@ -1,5 +1,6 @@
 /**
- * The left-sidebar panel: experiments, jobs and the cluster, polled from the det REST API.
+ * The left-sidebar panel: experiments, jobs, the cluster, and the user's notebooks and
+ * TensorBoards, polled from the det REST API.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -9,9 +10,13 @@ import {
   ClusterView,
   ExperimentRow,
   JobRow,
+  TaskRow,
   clusterView,
   experimentRows,
-  jobRows
+  jobRows,
+  taskPath,
+  taskRows,
+  taskUrl
 } from './model';
 
 /** Seconds between polls while the panel is visible. */
@@ -48,7 +53,7 @@ export class DetSidebar extends Widget {
         <section data-section="jobs"><h3>Jobs</h3><div data-det="jobs"></div></section>
         <section data-section="cluster"><h3>Cluster</h3><div data-det="cluster"></div></section>
         <section data-section="tasks"><h3>Notebooks &amp; TensorBoards</h3>
-          <div class="det-Sidebar-empty" data-det="tasks">none (this master does not run notebooks or TensorBoards yet)</div>
+          <div data-det="tasks"></div>
         </section>
       </div>`;
     this._part('login').addEventListener('submit', event => {
@@ -70,10 +75,13 @@ export class DetSidebar extends Widget {
         return;
       }
       this._showLogin(false);
-      const [experiments, pools, agents] = await Promise.all([
+      // Notebooks and TensorBoards: a master without the route (404) runs none.
+      const [experiments, pools, agents, notebooks, tensorboards] = await Promise.all([
         this._api.get(`api/v1/experiments?limit=${EXPERIMENT_LIMIT}&orderBy=ORDER_BY_DESC`),
         this._api.get('api/v1/resource-pools'),
-        this._api.get('api/v1/agents')
+        this._api.get('api/v1/agents'),
+        this._api.getOptional('api/v1/notebooks'),
+        this._api.getOptional('api/v1/tensorboards')
       ]);
       const names: string[] = (pools.resourcePools ?? []).map((p: any) => String(p.name));
       const queues = await Promise.all(
@@ -84,6 +92,7 @@ export class DetSidebar extends Widget {
       this._renderExperiments(experimentRows(experiments));
       this._renderJobs(queues.flatMap(jobRows));
       this._renderCluster(clusterView(agents));
+      this._renderTasks(taskRows(notebooks, tensorboards, this._api.username));
       this._setStatus(`updated ${new Date().toLocaleTimeString()}`);
     } catch (err) {
       if (err instanceof AuthRequired) {
@@ -196,6 +205,60 @@ export class DetSidebar extends Widget {
       this._row(table, [a.id, a.pool, `${a.used}/${a.total}`, a.enabled ? '' : 'disabled'], [0]);
     }
     host.replaceChildren(summary, ...(view.agents.length ? [table] : []));
+  }
+
+  private _renderTasks(rows: TaskRow[]): void {
+    const host = this._part('tasks');
+    if (rows.length === 0) {
+      host.innerHTML = '<div class="det-Sidebar-empty">none</div>';
+      return;
+    }
+    const table = this._table(['Kind', 'Description', 'State', '']);
+    for (const r of rows) {
+      const kind = r.kind === 'notebook' ? 'Notebook' : 'TensorBoard';
+      const tr = this._row(table, [kind, r.description, r.state], [1]);
+      tr.dataset.taskId = r.id;
+      tr.dataset.taskKind = r.kind;
+      tr.children[1].setAttribute('title', r.title);
+      tr.children[2].classList.add('det-Sidebar-state', `det-mod-${r.state}`);
+      const button = document.createElement('button');
+      button.className = 'det-Sidebar-open';
+      button.title = `Open ${kind} ${r.id} in a new browser tab`;
+      button.textContent = 'Open';
+      button.addEventListener('click', () => void this._openTask(r));
+      tr.insertCell().appendChild(button);
+    }
+    host.replaceChildren(table);
+  }
+
+  /**
+   * Open a notebook or TensorBoard in a new tab. The tab opens at once, while the click still
+   * counts as a user gesture (a popup blocker lets it through), and goes to the proxied task
+   * once the master has handed out its ticket.
+   */
+  private async _openTask(row: TaskRow): Promise<void> {
+    const tab = window.open('', '_blank');
+    try {
+      const body = await this._api.get(taskPath(row.kind, row.id));
+      if (typeof body.ticket !== 'string' || body.ticket === '') {
+        throw new Error(`the master gave no ticket for ${row.kind} ${row.id}`);
+      }
+      const url = taskUrl(this._api.baseUrl, row.kind, row.id, body.ticket);
+      if (tab) {
+        tab.opener = null; // the task's pages get no handle on this window
+        tab.location.href = url;
+      } else {
+        window.open(url, '_blank', 'noopener');
+      }
+    } catch (err) {
+      tab?.close();
+      if (err instanceof AuthRequired) {
+        this._showLogin(true);
+      } else {
+        const why = err instanceof Error ? err.message : String(err);
+        this._setStatus(`cannot open ${row.kind} ${row.id}: ${why}`, true);
+      }
+    }
   }
 
   private _table(headers: string[]): HTMLTableElement {

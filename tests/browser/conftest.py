@@ -122,3 +122,25 @@ def open_lab(browser: Any, lab: tuple[MasterProcess, str], *,
     page.set_default_timeout(60_000)
     page.goto(f"{master.url}/lab?token={token}")
     return page
+
+
+def open_sidebar(page: Any) -> None:
+    """Show the det-jupyter panel (its icon in the left bar)."""
+    page.locator('.jp-SideBar li[data-id="det-jupyter-sidebar"]').click()
+    page.locator("#det-jupyter-sidebar").wait_for(state="visible")
+
+
+def log_in_if_asked(page: Any) -> None:
+    """The Jupyter user is a det user (POST /det-jupyter/session): the sidebar shows its content
+    without asking for a second login."""
+    from playwright import sync_api
+
+    sidebar = page.locator("#det-jupyter-sidebar")
+    form = sidebar.locator('[data-det="login"]')
+    content = sidebar.locator('[data-det="content"]')
+    # Both start hidden; the first poll shows one of them.
+    page.wait_for_selector(
+        '#det-jupyter-sidebar [data-det="login"]:not([hidden]),'
+        ' #det-jupyter-sidebar [data-det="content"]:not([hidden])')
+    sync_api.expect(content).to_be_visible()
+    assert not form.is_visible(), "the sidebar asked for a det login although Jupyter has one"

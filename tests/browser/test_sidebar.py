@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests._master import MasterProcess
-from tests.browser.conftest import SKIP_REASON, open_lab
+from tests.browser.conftest import SKIP_REASON, log_in_if_asked, open_lab, open_sidebar
 from tests.integration._exp import submit_counter
 
 if SKIP_REASON:
@@ -44,24 +44,9 @@ def running_experiment(lab: tuple[MasterProcess, str]) -> Iterator[int]:
 @pytest.fixture(scope="module")
 def page(lab: tuple[MasterProcess, str], browser: Any) -> Iterator[Any]:
     page = open_lab(browser, lab)
-    page.locator('.jp-SideBar li[data-id="det-jupyter-sidebar"]').click()
-    page.locator("#det-jupyter-sidebar").wait_for(state="visible")
+    open_sidebar(page)
     yield page
     page.close()
-
-
-def log_in_if_asked(page: object) -> None:
-    """The Jupyter user is a det user (POST /det-jupyter/session): the sidebar shows its content
-    without asking for a second login."""
-    sidebar = page.locator("#det-jupyter-sidebar")  # type: ignore[attr-defined]
-    form = sidebar.locator('[data-det="login"]')
-    content = sidebar.locator('[data-det="content"]')
-    # Both start hidden; the first poll shows one of them.
-    page.wait_for_selector(  # type: ignore[attr-defined]
-        '#det-jupyter-sidebar [data-det="login"]:not([hidden]),'
-        ' #det-jupyter-sidebar [data-det="content"]:not([hidden])')
-    sync_api.expect(content).to_be_visible()
-    assert not form.is_visible(), "the sidebar asked for a det login although Jupyter has one"
 
 
 def test_sidebar_lists_running_experiment(page: object, running_experiment: int,
@@ -79,7 +64,7 @@ def test_sidebar_lists_running_experiment(page: object, running_experiment: int,
     expect(jobs.first).to_contain_text("counter")
     expect(jobs.first).to_contain_text("1/1")
     expect(sidebar.locator('[data-det="cluster-summary"]')).to_have_text("1 agent, 1/1 slots used")
-    expect(sidebar.locator('[data-det="tasks"]')).to_contain_text("none")
+    expect(sidebar.locator('[data-det="tasks"]')).to_have_text("none")  # no notebooks or TensorBoards here
     # Live: the page was open before the experiment existed (fixture order), and it keeps polling.
     status = sidebar.locator('[data-det="status"]')
     before = status.inner_text()
