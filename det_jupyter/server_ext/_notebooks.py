@@ -25,13 +25,17 @@ def notebook_json(row: Any, ready: bool) -> dict[str, Any]:
     return out
 
 
+def listed(handler: DetHandler, kind: str) -> list[Any]:
+    """The caller's tasks of ``kind`` (everyone's for an admin), filtered by ``?users=``."""
+    user = handler.user
+    rows = handler.master.commands.list(None if user.admin else user, kind=kind)
+    wanted = set(handler.get_query_arguments("users"))
+    return [r for r in rows if not wanted or r.username in wanted]
+
+
 class NotebooksHandler(DetHandler):
     def get(self) -> None:
-        user = self.user
-        rows = self.master.commands.list(None if user.admin else user, kind="NOTEBOOK")
-        wanted = set(self.get_query_arguments("users"))
-        if wanted:
-            rows = [r for r in rows if r.username in wanted]
+        rows = listed(self, "NOTEBOOK")
         ready = self.master.notebooks.ready
         self.send({"notebooks": [notebook_json(r, r.task_id in ready) for r in rows]})
 

@@ -28,6 +28,7 @@ from ..services.auth import User
 from ..services.job_control import QueueUpdate
 from ._base import DetHandler
 from ._commands import command_json
+from ._notebooks import listed
 
 log = logging.getLogger("det_jupyter.tunnel")
 
@@ -58,11 +59,7 @@ def shell_json(row: Any, ready: bool, user: User | None) -> dict[str, Any]:
 
 class ShellsHandler(DetHandler):
     def get(self) -> None:
-        user = self.user
-        rows = self.master.commands.list(None if user.admin else user, kind=KIND)
-        wanted = set(self.get_query_arguments("users"))
-        if wanted:
-            rows = [r for r in rows if r.username in wanted]
+        rows = listed(self, KIND)
         ready = self.master.notebooks.ready
         # Listings never carry private keys, not even the caller's own: GET one shell for it.
         self.send({"shells": [shell_json(r, r.task_id in ready, None) for r in rows]})

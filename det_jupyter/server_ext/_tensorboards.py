@@ -9,7 +9,7 @@ from ..errors import InvalidRequest
 from ..services import tensorboards
 from ..services.job_control import QueueUpdate
 from ._base import DetHandler
-from ._notebooks import notebook_json
+from ._notebooks import listed, notebook_json
 
 KIND = tensorboards.KIND
 
@@ -34,11 +34,7 @@ def _ids(body: dict[str, Any], key: str) -> list[Any]:
 
 class TensorboardsHandler(DetHandler):
     def get(self) -> None:
-        user = self.user
-        rows = self.master.commands.list(None if user.admin else user, kind=KIND)
-        wanted = set(self.get_query_arguments("users"))
-        if wanted:
-            rows = [r for r in rows if r.username in wanted]
+        rows = listed(self, KIND)
         ready = self.master.notebooks.ready
         self.send({"tensorboards": [tensorboard_json(r, r.task_id in ready) for r in rows]})
 

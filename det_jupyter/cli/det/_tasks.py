@@ -82,17 +82,23 @@ def _wait_running(task: Task, what: str, timeout: float | None) -> Task:
 
 def nb_start(args: argparse.Namespace) -> int:
     client = connect(args)
-    nb = client.launch_notebook(_config(args), args.context)
-    _warn(nb)
-    print(f"Launched notebook {nb.id}", flush=True)
-    print(f"URL: {nb.url}", flush=True)
+    return follow_launch(client.launch_notebook(_config(args), args.context), "notebook",
+                         "JupyterLab", args)
+
+
+def follow_launch(task: Any, what: str, server: str, args: argparse.Namespace) -> int:
+    """After a launch: the URL, then (unless --detach) a live wait until ``server`` answers,
+    and the browser (unless --no-browser)."""
+    _warn(task)
+    print(f"Launched {what} {task.id}", flush=True)
+    print(f"URL: {task.url}", flush=True)
     if args.detach:
         return 0
-    _wait_running(nb, "JupyterLab", args.timeout)
-    if nb.state != "RUNNING":
-        raise CommandError(f"notebook {nb.id} ended before it ran: {nb.exit_status or nb.state}")
-    print(f"Notebook {nb.id} is running: {nb.url}", flush=True)
-    _open(nb.url, args.no_browser)
+    _wait_running(task, server, args.timeout)
+    if task.state != "RUNNING":
+        raise CommandError(f"{what} {task.id} ended before it ran: {task.exit_status or task.state}")
+    print(f"{what[0].upper()}{what[1:]} {task.id} is running: {task.url}", flush=True)
+    _open(task.url, args.no_browser)
     return 0
 
 

@@ -9,7 +9,7 @@ from det_jupyter.client._tensorboards import Tensorboard, launch_tensorboard, li
 
 from ._common import CommandError, connect, print_json, short_time
 from ._table import format_table
-from ._tasks import _config, _open, _wait_running, _warn
+from ._tasks import _config, _open, follow_launch
 
 HEADERS = ["ID", "Owner", "Experiments", "Trials", "State", "Start Time", "Exit Status"]
 
@@ -25,17 +25,7 @@ def start(args: argparse.Namespace) -> int:
     client = connect(args)
     tb = launch_tensorboard(client._session, args.experiment_ids, args.trial_ids,
                             _config(args), args.context)
-    _warn(tb)
-    print(f"Launched TensorBoard {tb.id}", flush=True)
-    print(f"URL: {tb.url}", flush=True)
-    if args.detach:
-        return 0
-    _wait_running(tb, "TensorBoard", args.timeout)
-    if tb.state != "RUNNING":
-        raise CommandError(f"TensorBoard {tb.id} ended before it ran: {tb.exit_status or tb.state}")
-    print(f"TensorBoard {tb.id} is running: {tb.url}", flush=True)
-    _open(tb.url, args.no_browser)
-    return 0
+    return follow_launch(tb, "TensorBoard", "TensorBoard", args)
 
 
 def list_(args: argparse.Namespace) -> int:
