@@ -206,6 +206,18 @@ class Determined(TaskMethods):
         """Connected agents (``v1Agent`` dicts: id, slots, resourcePools, enabled, …)."""
         return self._session.get("/api/v1/agents").get("agents") or []
 
+    def set_agent_enabled(self, agent_id: str, enabled: bool, *, drain: bool = False) -> dict[str, Any]:
+        """Enable an agent, or disable it: its tasks are killed, or with ``drain`` left to
+        finish while nothing new is placed there (``det agent enable|disable [--drain]``)."""
+        action = "enable" if enabled else "disable"
+        body = {"drain": True} if drain and not enabled else {}
+        return self._session.post(f"/api/v1/agents/{agent_id}/{action}", body) or {}
+
+    def set_slot_enabled(self, agent_id: str, slot_id: str, enabled: bool) -> dict[str, Any]:
+        """Enable or disable one slot of an agent (``det slot enable|disable``)."""
+        action = "enable" if enabled else "disable"
+        return self._session.post(f"/api/v1/agents/{agent_id}/slots/{slot_id}/{action}", {}) or {}
+
     def list_resource_pools(self) -> list[dict[str, Any]]:
         """Resource pools (``v1ResourcePool`` dicts)."""
         return self._session.get("/api/v1/resource-pools").get("resourcePools") or []

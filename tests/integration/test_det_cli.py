@@ -132,6 +132,29 @@ def test_cluster_commands(env: dict[str, str]) -> None:
     assert det(env, "user", "whoami").stdout.strip() == "You are logged in as user 'admin'"
 
 
+def test_job_agent_and_slot_control(env: dict[str, str], tmp_path: Path) -> None:
+    agent = json.loads(det(env, "agent", "list", "--json").stdout)[0]["id"]
+    # A disabled agent's slots take nothing: an experiment stays queued with a reason.
+    assert f"Agent {agent} draining" in det(env, "agent", "disable", "--drain", agent).stdout
+    assert json.loads(det(env, "agent", "list", "--json").stdout)[0]["enabled"] is False
+    config = tmp_path / "queued.yaml"
+    config.write_text(counter_config(length=3))
+    exp_id = re.findall(r"\d+", det(env, "e", "create", str(config), str(COUNTER)).stdout)[0]
+    jobs = json.loads(det(env, "job", "list", "--json").stdout)
+    job = next(j for j in jobs if j.get("entityId") == exp_id)
+    assert det(env, "job", "update", job["jobId"], "--priority", "7").stdout.startswith("Updated job")
+    jobs = json.loads(det(env, "job", "list", "--json").stdout)
+    assert next(j for j in jobs if j["jobId"] == job["jobId"])["priority"] == 7
+    nothing = det(env, "job", "update", job["jobId"], ok=False)
+    assert nothing.returncode == 1 and "say what to change" in nothing.stderr
+    assert f"Agent {agent} enabled" in det(env, "agent", "enable", agent).stdout
+    assert "disabled" in det(env, "slot", "disable", agent, "0").stdout
+    slots = json.loads(det(env, "slot", "list", "--json").stdout)
+    assert [s["enabled"] for s in slots if s["agentId"] == agent][:1] == [False]
+    det(env, "slot", "enable", agent, "0")
+    det(env, "e", "wait", exp_id, "--interval", "0.3")
+
+
 def test_errors_are_one_line_without_a_traceback(env: dict[str, str], tmp_path: Path) -> None:
     for argv in (["e", "describe", "987654"], ["t", "logs", "987654"], ["e", "kill", "987654"]):
         done = det(env, *argv, ok=False)
@@ -155,7 +178,9 @@ def test_help_for_every_command(env: dict[str, str]) -> None:
                  ["e", "activate"], ["e", "cancel"], ["e", "kill"], ["e", "wait"], ["e", "logs"],
                  ["t", "describe"], ["t", "logs"], ["user", "login"], ["user", "logout"],
                  ["user", "whoami"], ["master", "info"], ["job", "list"], ["agent", "list"],
-                 ["slot", "list"], ["checkpoint", "describe"], ["checkpoint", "download"]):
+                 ["slot", "list"], ["checkpoint", "describe"], ["checkpoint", "download"],
+                 ["job", "update"], ["agent", "enable"], ["agent", "disable"], ["slot", "enable"],
+                 ["slot", "disable"]):
         assert det(env, *argv, "--help").stdout.startswith("usage: det")
     bad = det(env, "e", "frobnicate", ok=False)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr

@@ -10,7 +10,7 @@ from typing import Any
 
 from det_jupyter.client import Determined, NotLoggedIn
 
-from ._common import connect, print_json, short_time
+from ._common import CommandError, connect, print_json, short_time
 from ._table import format_pairs, format_table
 
 
@@ -80,6 +80,33 @@ def job_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def job_update(args: argparse.Namespace) -> int:
+    if all(v is None for v in (args.priority, args.weight, args.resource_pool, args.ahead_of,
+                               args.behind_of)):
+        raise CommandError("say what to change: --priority, --weight, --resource-pool, "
+                           "--ahead-of or --behind-of")
+    connect(args).update_job(args.job_id, priority=args.priority, weight=args.weight,
+                             resource_pool=args.resource_pool, ahead_of=args.ahead_of,
+                             behind_of=args.behind_of)
+    print(f"Updated job {args.job_id}")
+    return 0
+
+
+def agent_enable(args: argparse.Namespace) -> int:
+    enabled = args.subcommand == "enable"
+    connect(args).set_agent_enabled(args.agent_id, enabled, drain=getattr(args, "drain", False))
+    state = "enabled" if enabled else ("draining" if args.drain else "disabled")
+    print(f"Agent {args.agent_id} {state}")
+    return 0
+
+
+def slot_enable(args: argparse.Namespace) -> int:
+    enabled = args.subcommand == "enable"
+    connect(args).set_slot_enabled(args.agent_id, args.slot_id, enabled)
+    print(f"Slot {args.slot_id} of agent {args.agent_id} {'enabled' if enabled else 'disabled'}")
+    return 0
+
+
 def agent_list(args: argparse.Namespace) -> int:
     agents = connect(args).list_agents()
     if args.json:
@@ -130,15 +157,37 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--resource-pool", "-r", help="pool (default: the default compute pool)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=job_list)
+    p = jsub.add_parser("update", help="change a queued job: priority, weight, pool, place")
+    p.add_argument("job_id", help="the job's ID (det job list)")
+    p.add_argument("--priority", type=int, help="1-99, lower runs first (priority scheduler)")
+    p.add_argument("--weight", type=float, help="fair-share weight")
+    p.add_argument("--resource-pool", help="move it to another pool")
+    p.add_argument("--ahead-of", metavar="JOB_ID", help="put it just ahead of this job")
+    p.add_argument("--behind-of", metavar="JOB_ID", help="put it just behind this job")
+    p.set_defaults(func=job_update)
 
     a = sub.add_parser("agent", aliases=["a"], help="agents")
     asub = a.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     p = asub.add_parser("list", aliases=["ls"], help="connected agents")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=agent_list)
+    p = asub.add_parser("enable", help="let the scheduler place tasks on an agent again")
+    p.add_argument("agent_id")
+    p.set_defaults(func=agent_enable)
+    p = asub.add_parser("disable", help="stop placing tasks on an agent (its tasks are killed "
+                        "unless --drain lets them finish)")
+    p.add_argument("agent_id")
+    p.add_argument("--drain", action="store_true", help="let running tasks finish")
+    p.set_defaults(func=agent_enable)
 
     s = sub.add_parser("slot", aliases=["s"], help="slots of the agents")
     ssub = s.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     p = ssub.add_parser("list", aliases=["ls"], help="every slot of every agent")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=slot_list)
+    for action, text in (("enable", "let the scheduler use a slot again"),
+                         ("disable", "stop the scheduler using a slot")):
+        p = ssub.add_parser(action, help=text)
+        p.add_argument("agent_id")
+        p.add_argument("slot_id")
+        p.set_defaults(func=slot_enable)
