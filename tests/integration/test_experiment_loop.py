@@ -17,7 +17,10 @@ ASHA = {
 
 def test_asha_search_completes_and_stops_losers(any_master: MasterProcess) -> None:
     client = any_master.admin()
-    exp_id = submit_counter(client, searcher=ASHA, x={"type": "double", "minval": 0.5, "maxval": 2.0})
+    # 50 ms steps: a stop decided at a rung has 250 ms (to the next checkpoint's preemption
+    # check) to reach the trial; at 20 ms a loaded CI machine sometimes let every trial finish.
+    exp_id = submit_counter(client, searcher=ASHA, sleep=0.05,
+                            x={"type": "double", "minval": 0.5, "maxval": 2.0})
     assert wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180) == "STATE_COMPLETED"
     ts = trials(client, exp_id)
     assert len(ts) == 8
