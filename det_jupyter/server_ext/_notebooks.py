@@ -33,6 +33,27 @@ def listed(handler: DetHandler, kind: str) -> list[Any]:
     return [r for r in rows if not wanted or r.username in wanted]
 
 
+def launch_request(handler: DetHandler, what: str) -> tuple[dict[str, Any], list[Any]]:
+    """A launch body's ``config`` and ``files`` (the context), each checked; ``what`` names
+    the kind in the errors ("the notebook's")."""
+    body = handler.body_json()
+    files = body.get("files") or []
+    if not isinstance(files, list):
+        raise InvalidRequest(f"files must be a list of files ({what} context)")
+    if body.get("templateName"):
+        raise InvalidRequest("config templates are not supported yet; pass the full config")
+    config = body.get("config") or {}
+    if not isinstance(config, dict):
+        raise InvalidRequest(f"config must be an object ({what} task config)")
+    return config, files
+
+
+def launch_warnings(handler: DetHandler, row: Any) -> list[str]:
+    """The launch warnings of a task's row (more slots than its pool has)."""
+    res = row.config["resources"]
+    return handler.master.rm.launch_warnings(res["resource_pool"], res["slots"])
+
+
 class NotebooksHandler(DetHandler):
     def get(self) -> None:
         rows = listed(self, "NOTEBOOK")
@@ -40,20 +61,10 @@ class NotebooksHandler(DetHandler):
         self.send({"notebooks": [notebook_json(r, r.task_id in ready) for r in rows]})
 
     def post(self) -> None:
-        body = self.body_json()
-        files = body.get("files") or []
-        if not isinstance(files, list):
-            raise InvalidRequest("files must be a list of files (the notebook's context)")
-        if body.get("templateName"):
-            raise InvalidRequest("config templates are not supported yet; pass the full config")
-        config = body.get("config") or {}
-        if not isinstance(config, dict):
-            raise InvalidRequest("config must be an object (the notebook's task config)")
+        config, files = launch_request(self, "the notebook's")
         row = self.master.commands.launch(self.user, config, files, kind="NOTEBOOK")
-        res = row.config["resources"]
-        warnings = self.master.rm.launch_warnings(res["resource_pool"], res["slots"])
         self.send({"notebook": notebook_json(row, False), "config": row.config,
-                   "warnings": warnings,
+                   "warnings": launch_warnings(self, row),
                    "ticket": self.master.notebooks.ticket(self.user, row.task_id)})
 
 

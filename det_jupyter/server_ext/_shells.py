@@ -22,13 +22,13 @@ from typing import Any
 
 from tornado import ioloop, iostream, tcpclient, websocket
 
-from ..errors import DetError, InvalidRequest, NotFound
+from ..errors import DetError, NotFound
 from ..services._shells import PRIVATE_KEY, PUBLIC_KEY, public_config, ssh_username
 from ..services.auth import User
 from ..services.job_control import QueueUpdate
 from ._base import DetHandler
 from ._commands import command_json
-from ._notebooks import listed
+from ._notebooks import launch_request, launch_warnings, listed
 
 log = logging.getLogger("det_jupyter.tunnel")
 
@@ -65,18 +65,9 @@ class ShellsHandler(DetHandler):
         self.send({"shells": [shell_json(r, r.task_id in ready, None) for r in rows]})
 
     def post(self) -> None:
-        body = self.body_json()
-        files = body.get("files") or []
-        if not isinstance(files, list):
-            raise InvalidRequest("files must be a list of files (the shell's context)")
-        if body.get("templateName"):
-            raise InvalidRequest("config templates are not supported yet; pass the full config")
-        config = body.get("config") or {}
-        if not isinstance(config, dict):
-            raise InvalidRequest("config must be an object (the shell's task config)")
+        config, files = launch_request(self, "the shell's")
         row = self.master.commands.launch(self.user, config, files, kind=KIND)
-        res = row.config["resources"]
-        warnings = self.master.rm.launch_warnings(res["resource_pool"], res["slots"])
+        warnings = launch_warnings(self, row)
         self.send({"shell": shell_json(row, False, self.user), "config": public_config(row.config),
                    "warnings": warnings})
 

@@ -9,7 +9,7 @@ from ..errors import InvalidRequest
 from ..services import tensorboards
 from ..services.job_control import QueueUpdate
 from ._base import DetHandler
-from ._notebooks import listed, notebook_json
+from ._notebooks import launch_request, launch_warnings, listed, notebook_json
 
 KIND = tensorboards.KIND
 
@@ -41,19 +41,11 @@ class TensorboardsHandler(DetHandler):
     def post(self) -> None:
         """``v1LaunchTensorboardRequest``: ``experimentIds``, ``trialIds``, ``config``, ``files``."""
         body = self.body_json()
-        files = body.get("files") or []
-        if not isinstance(files, list):
-            raise InvalidRequest("files must be a list of files (the TensorBoard's context)")
-        if body.get("templateName"):
-            raise InvalidRequest("config templates are not supported yet; pass the full config")
-        config = body.get("config") or {}
-        if not isinstance(config, dict):
-            raise InvalidRequest("config must be an object (the TensorBoard's task config)")
+        config, files = launch_request(self, "the TensorBoard's")
         config = tensorboards.prepare(self.master.views, config, _ids(body, "experimentIds"),
                                       _ids(body, "trialIds"))
         row = self.master.commands.launch(self.user, config, files, kind=KIND)
-        res = row.config["resources"]
-        warnings = self.master.rm.launch_warnings(res["resource_pool"], res["slots"])
+        warnings = launch_warnings(self, row)
         self.send({"tensorboard": tensorboard_json(row, False), "config": row.config,
                    "warnings": warnings,
                    "ticket": self.master.notebooks.ticket(self.user, row.task_id, KIND)})

@@ -153,8 +153,14 @@ class CommandService:
                            f"shows them")
         return row
 
-    def list(self, user: User | None = None, kind: str = "COMMAND") -> list[sa.Row]:
-        q = _listing().where(t.commands.c.task_type == kind).order_by(t.commands.c.start_time)
+    def list(self, user: User | None = None, kind: str | tuple[str, ...] = "COMMAND",
+             running: bool = False) -> list[sa.Row]:
+        """Tasks of ``kind`` (or of any of several kinds), oldest first; ``user``'s only if
+        given; only those whose allocation runs if ``running``."""
+        kinds = (kind,) if isinstance(kind, str) else kind
+        q = _listing().where(t.commands.c.task_type.in_(kinds)).order_by(t.commands.c.start_time)
+        if running:
+            q = q.where(t.allocations.c.state == AllocState.RUNNING.value)
         if user is not None:
             q = q.where(t.commands.c.owner_id == user.id)
         with self._reader.connect() as conn:

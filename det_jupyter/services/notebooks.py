@@ -144,8 +144,8 @@ class NotebookService:
     # -- background work (called from the master's tick) ------------------------------------
 
     async def tick(self) -> None:
-        rows = [r for kind in KINDS for r in self._commands.list(kind=kind)
-                if r.alloc_state == "RUNNING" and r.proxy_address]
+        # One read a second, of the running tasks of every proxied kind.
+        rows = [r for r in self._commands.list(kind=tuple(KINDS), running=True) if r.proxy_address]
         running = {r.task_id for r in rows}
         for gone in (set(self.ready) | set(self.routes)) - running:
             self.drop(gone)

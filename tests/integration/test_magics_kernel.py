@@ -21,8 +21,7 @@ from tests._master import ADMIN_PASSWORD, Client, MasterProcess, wait_experiment
 
 pytest.importorskip("ipykernel", reason="the kernel tests need ipykernel (a product dependency)")
 pytestmark = pytest.mark.slow
-from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
-from jupyter_client.manager import KernelManager  # noqa: E402
+from tests.integration._kernels import kernelspec_root, running_kernel  # noqa: E402
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 JUPYTER_TOKEN = "kernel-test-" + uuid.uuid4().hex
@@ -41,17 +40,6 @@ with det.core.init() as core:
             core.train.report_validation_metrics(step, {"validation_loss": hp["scale"] / step})
     print("cell trial done", hp["scale"])
 """
-
-
-def kernelspec_root(root: Path) -> Path:
-    """A Jupyter data dir whose ``python3`` kernel is this interpreter (whatever other
-    kernelspecs the machine has), for ``JUPYTER_PATH`` or a ``KernelSpecManager``."""
-    spec = root / "kernels" / "python3"
-    spec.mkdir(parents=True, exist_ok=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "det-jupyter test", "language": "python"}))
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -92,17 +80,8 @@ def kernel(master: MasterProcess, tmp_path_factory: pytest.TempPathFactory) -> I
     env = {k: v for k, v in os.environ.items()
            if k not in ("DET_MASTER", "DET_USER", "DET_PASS", "DET_JUPYTER_IDENTITY")}
     env.update(DET_MASTER=master.url, DET_JUPYTER_CONFIG_DIR=str(cfg))
-    specs = KernelSpecManager(kernel_dirs=[str(kernelspec_root(cfg / "jupyter") / "kernels")])
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=specs)
-    km.start_kernel(env=env, cwd=str(cfg))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
+    with running_kernel(env, cfg, cfg / "jupyter") as kc:
         yield kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def run(kc: Any, code: str, timeout: float = 120) -> tuple[dict[str, Any], Outputs]:
@@ -323,16 +302,7 @@ def test_the_shipped_kernel_config_loads_the_magics_by_default(tmp_path: Path) -
     shipped = REPO / "jupyter-config" / "ipython" / "ipython_kernel_config.json"
     (profile / "ipython_kernel_config.json").write_text(shipped.read_text())
     env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")}
-    specs = KernelSpecManager(kernel_dirs=[str(kernelspec_root(tmp_path / "jupyter") / "kernels")])
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=specs)
-    km.start_kernel(env=env, cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
+    with running_kernel(env, tmp_path, tmp_path / "jupyter") as kc:
         reply, out = run(kc, "%det -h")  # no %load_ext
         assert reply["status"] == "ok", out.msgs
         assert out.stream("stdout").startswith("usage: %det"), out.msgs
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)

@@ -5,9 +5,7 @@ history, and a second cell continues from the first's last checkpoint."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +16,7 @@ pytest.importorskip("ipykernel", reason="the kernel tests need ipykernel (a prod
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (pip install 'det-jupyter[examples]')")
 
-from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
-from jupyter_client.manager import KernelManager  # noqa: E402
+from tests.integration._kernels import running_kernel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mlp_trial_api"
@@ -42,24 +39,10 @@ print("VAL", sorted(val.items()))
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Any]:
-    spec = tmp_path / "jupyter" / "kernels" / "python3"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "trial api", "language": "python"}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}  # off-cluster
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "harness"), env.get("PYTHONPATH")]))
-    km = KernelManager(kernel_name="python3",
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
-    km.start_kernel(env=env, cwd=str(EXAMPLE))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
+    with running_kernel(env, EXAMPLE, tmp_path / "jupyter") as kc:
         yield kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def run_cell(kc: Any, code: str) -> str:

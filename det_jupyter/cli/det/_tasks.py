@@ -120,11 +120,15 @@ def nb_list(args: argparse.Namespace) -> int:
 
 
 def nb_open(args: argparse.Namespace) -> int:
-    nb = connect(args).get_notebook(args.task_id)
-    if nb.state == "TERMINATED":
-        raise CommandError(f"notebook {nb.id} has ended: {nb.exit_status or 'it exited'}")
-    print(nb.url)
-    _open(nb.url, args.no_browser)
+    return open_task(connect(args).get_notebook(args.task_id), "notebook", args.no_browser)
+
+
+def open_task(task: Any, what: str, no_browser: bool) -> int:
+    """Print a running task's link and open it in a browser (an ended one is an error)."""
+    if task.state == "TERMINATED":
+        raise CommandError(f"{what} {task.id} has ended: {task.exit_status or 'it exited'}")
+    print(task.url)
+    _open(task.url, no_browser)
     return 0
 
 

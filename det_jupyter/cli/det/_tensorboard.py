@@ -9,7 +9,7 @@ from det_jupyter.client._tensorboards import Tensorboard, launch_tensorboard, li
 
 from ._common import CommandError, connect, print_json, short_time
 from ._table import format_table
-from ._tasks import _config, _open, follow_launch
+from ._tasks import _config, follow_launch, open_task
 
 HEADERS = ["ID", "Owner", "Experiments", "Trials", "State", "Start Time", "Exit Status"]
 
@@ -44,12 +44,7 @@ def _get(args: argparse.Namespace) -> Tensorboard:
 
 
 def open_(args: argparse.Namespace) -> int:
-    tb = _get(args)
-    if tb.state == "TERMINATED":
-        raise CommandError(f"TensorBoard {tb.id} has ended: {tb.exit_status or 'it exited'}")
-    print(tb.url)
-    _open(tb.url, args.no_browser)
-    return 0
+    return open_task(_get(args), "TensorBoard", args.no_browser)
 
 
 def kill(args: argparse.Namespace) -> int:
