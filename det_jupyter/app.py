@@ -119,6 +119,36 @@ class DetJupyterApp(ExtensionApp):
         "the name of the OS user running the server. `det-jupyter up` sets admin.",
     )
 
+    default_user_role = Unicode(
+        "Editor", config=True,
+        help="Role a new user gets on the Uncategorized workspace (ModelRegistryViewer, Viewer, "
+        "EditorRestricted, Editor, WorkspaceAdmin; empty: none). Admins get ClusterAdmin.",
+    )
+    strict_authz = Bool(
+        False, config=True,
+        help="Refuse (500) any success from a route that never checked authorization, instead "
+        "of only logging it (default: env DET_JUPYTER_STRICT_AUTHZ; the tests set it).",
+    )
+
+    proxy_port = Integer(
+        0, config=True,
+        help="TCP port of the proxy's own origin, where notebooks and TensorBoards are served "
+        "(/proxy/<task id>/) apart from the master's origin, so their pages' script cannot call "
+        "the master's API. Bound to the server's ip; 0: a free port picked at start. Default: "
+        "env DET_PROXY_PORT, else 0.",
+    )
+
+    @default("proxy_port")
+    def _default_proxy_port(self) -> int:
+        value = os.environ.get("DET_PROXY_PORT", "").strip()
+        if value and not value.isdigit():
+            raise SystemExit(f"det-jupyter: DET_PROXY_PORT={value!r}: a port number (0: any free port)")
+        return int(value or 0)
+
+    @default("strict_authz")
+    def _default_strict_authz(self) -> bool:
+        return os.environ.get("DET_JUPYTER_STRICT_AUTHZ", "") in ("1", "true", "yes")
+
     @default("notebook_idle_check")
     def _default_idle_check(self) -> float:
         return float(os.environ.get("DET_NOTEBOOK_IDLE_CHECK") or 30.0)
@@ -146,6 +176,7 @@ class DetJupyterApp(ExtensionApp):
             notebook_timeout_s=self.notebook_timeout or None,
             notebook_idle_check_s=self.notebook_idle_check,
             tensorboard_timeout_s=self.tensorboard_timeout or None,
+            default_user_role=self.default_user_role,
         ))
         if self.master.generated_password:
             path = os.path.join(self.data_dir, "admin_password")
@@ -157,11 +188,13 @@ class DetJupyterApp(ExtensionApp):
                 "(shown once; also in %s). Set DET_ADMIN_PASSWORD to choose it.",
                 self.master.generated_password, path,
             )
-        self.settings.update({"det_master": self.master, "det_agent_token": token})
+        self.settings.update({"det_master": self.master, "det_agent_token": token,
+                              "det_strict_authz": self.strict_authz})
         self._agent: Any = None
         self._agent_task: Any = None
         self._tick: Any = None
         self._identity: tuple[str, str] | None = None  # (file, token)
+        self._proxy_server = self._bind_proxy()
 
     def _resources(self) -> ResourceConfig:
         """Pools and schedulers from the master config file, else from the traits; a bad
@@ -176,6 +209,38 @@ class DetJupyterApp(ExtensionApp):
             where = f"master config {path}" if path else "DetJupyterApp.resource_manager/resource_pools"
             raise SystemExit(f"det-jupyter: {where}: {exc}") from None
 
+    def _bind_proxy(self) -> Any:
+        """Listen on the proxy's port now, so a taken port stops the server with a message
+        (as Jupyter's own does); it serves once the event loop runs."""
+        from .server_ext._proxy_origin import ProxyServer
+
+        port = self.proxy_port
+        if not 0 <= port <= 65535:
+            raise SystemExit(f"det-jupyter: DetJupyterApp.proxy_port={port}: a port number 0-65535")
+        server = ProxyServer(self.serverapp.ip, port, getattr(self.serverapp, "ssl_options", None))
+        try:
+            self.master.notebooks.proxy_origin = server.bind()
+        except OSError as exc:
+            raise SystemExit(f"det-jupyter: the proxy cannot listen on {self.serverapp.ip or '*'}:"
+                             f"{port} ({exc.strerror or exc}); set DetJupyterApp.proxy_port (env "
+                             f"DET_PROXY_PORT) to a free port, or 0 for any") from None
+        return server
+
+    def _start_proxy(self) -> None:
+        from .server_ext._proxy_origin import proxy_application
+
+        web_app = self.serverapp.web_app
+        # Tickets in query strings are credentials: never in the master's access log either.
+        scrub = list(web_app.settings.get("extra_log_scrub_param_keys") or [])
+        web_app.settings["extra_log_scrub_param_keys"] = [*scrub, "ticket"]
+        self._proxy_server.start(proxy_application(web_app.settings),
+                                 xheaders=self.serverapp.trust_xheaders,
+                                 max_body_size=self.serverapp.max_body_size,
+                                 max_buffer_size=self.serverapp.max_buffer_size)
+        origin = self.master.notebooks.proxy_origin
+        self.log.info("det-jupyter: notebooks and TensorBoards are served at %s/proxy/<task id>/",
+                      origin.url() if origin is not None else "?")
+
     def initialize_handlers(self) -> None:
         self.handlers.extend(ROUTES)
 
@@ -188,6 +253,7 @@ class DetJupyterApp(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self.master.set_url(self._own_url())
         self.master.start()
+        self._start_proxy()
         self._export_identity()
         # Validations reported in one loop turn share a transaction (group commit).
         self.master.searcher_batch.schedule = asyncio.get_running_loop().call_soon
@@ -286,4 +352,6 @@ class DetJupyterApp(ExtensionApp):
             await self._agent.stop()
         if self._agent_task is not None:
             self._agent_task.cancel()
+        self.master.notebooks.proxy_origin = None
+        await self._proxy_server.stop()
         self.master.stop()

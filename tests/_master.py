@@ -98,7 +98,8 @@ class MasterProcess:
                 "--data-dir", str(self.data_dir), "--slots", str(self.slots), *self.extra_args]
         if self.db_url:
             argv += ["--db-url", self.db_url]
-        env = {**os.environ, "DET_ADMIN_PASSWORD": ADMIN_PASSWORD, **self.env}
+        env = {**os.environ, "DET_ADMIN_PASSWORD": ADMIN_PASSWORD, "DET_JUPYTER_STRICT_AUTHZ": "1",
+               **self.env}
         env.pop("DET_MASTER", None)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,

@@ -38,6 +38,7 @@ from ._errors import (
     Unauthenticated,
 )
 from ._experiment import TERMINAL_STATES, Experiment, WaitTimeout
+from ._models import Model, ModelVersion
 from ._session import DEFAULT_MASTER, TokenStore, master_url
 from ._tasks import Command, Notebook, Task, notebook_url
 from ._trial import Checkpoint, Trial
@@ -51,6 +52,7 @@ __all__ = [
     "list_jobs", "load_config", "login", "master_info", "master_url",
     "Command", "Notebook", "Task", "get_command", "get_notebook", "launch_command",
     "launch_notebook", "list_commands", "list_notebooks", "notebook_url",
+    "Model", "ModelVersion",
 ]
 
 _default: Determined | None = None

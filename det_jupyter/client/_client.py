@@ -13,9 +13,11 @@ from det_jupyter.identity import load_identity
 
 from ._errors import InvalidInput, NotLoggedIn
 from ._experiment import Experiment
+from ._models import ModelMethods
 from ._session import Session, TokenStore, master_url
 from ._tasks import TaskMethods
 from ._trial import Checkpoint, Trial
+from ._workspaces import WorkspaceMethods
 
 ConfigLike = dict[str, Any] | str | os.PathLike
 
@@ -63,7 +65,7 @@ def context_files(model_dir: str | os.PathLike | None,
                            f"{exc.strerror or exc}") from None
 
 
-class Determined(TaskMethods):
+class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
     """A session with a det-jupyter (or Determined 0.38.1) master.
 
     Credentials, first that applies: ``token``; ``password`` (logs in and caches the token);
@@ -135,16 +137,19 @@ class Determined(TaskMethods):
 
     def create_experiment(self, config: ConfigLike, model_dir: str | os.PathLike | None = None,
                           *, includes: Iterable[str | os.PathLike] = (),
-                          activate: bool = True) -> Experiment:
+                          activate: bool = True, template: str | None = None) -> Experiment:
         """Submit an experiment: ``config`` as a dict, YAML text or a YAML file's path;
         ``model_dir`` the context directory uploaded with it (``.detignore`` honoured,
         ≤ 95 MiB); ``includes`` extra files or directories added at the context's root.
         The result's ``launch_warnings`` holds the master's warnings (e.g.
-        ``LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED``: more slots than the pool has; it waits)."""
+        ``LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED``: more slots than the pool has; it waits).
+        ``template`` names a config template the master merges in (the merged config is kept)."""
         text = load_config(config)
         files = context_files(model_dir, includes)
-        body = self._session.post("/api/v1/experiments",
-                                  {"config": text, "modelDefinition": files, "activate": activate})
+        request: dict[str, Any] = {"config": text, "modelDefinition": files, "activate": activate}
+        if template:
+            request["template"] = template
+        body = self._session.post("/api/v1/experiments", request)
         exp = body["experiment"]
         out = Experiment(self._session, exp["id"], exp)
         out.launch_warnings = [str(w) for w in body.get("warnings") or []]
@@ -198,8 +203,8 @@ class Determined(TaskMethods):
         self._session.post("/api/v1/job-queues", {"updates": [update]})
 
     def list_models(self) -> list[dict[str, Any]]:
-        """Registered models (``v1Model`` dicts). ``NotFound`` from a master without a model
-        registry (det-jupyter has none yet)."""
+        """Registered models (``v1Model`` dicts; ``search_models`` gives ``Model`` objects).
+        ``NotFound`` from a master without a model registry."""
         return self._session.get("/api/v1/models").get("models") or []
 
     def list_agents(self) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
-"""Interactive tasks: notebooks (JupyterLab behind the master's ``/proxy/{id}/``) and commands
+"""Interactive tasks: notebooks (JupyterLab behind the master's proxy, ``/proxy/{id}/`` on the
+proxy's own origin) and commands
 (one process on the cluster) — launch, list, wait, logs, kill, priority.
 
     nb = client.launch_notebook({"resources": {"slots": 0}, "idle_timeout": "20m"})
     nb.wait_running()
-    print(nb.url)                      # <master>/proxy/<id>/lab?det_ticket=<ticket>
+    print(nb.url)                      # <proxy origin>/proxy/<id>/lab?det_ticket=<ticket>
 
     cmd = client.launch_command(["python3", "train.py"], context="./src")
     for line in cmd.logs(follow=True):
@@ -18,6 +19,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
+from urllib.parse import quote
 
 from ._errors import APIError, InvalidInput
 from ._experiment import WaitTimeout
@@ -177,21 +179,35 @@ class Notebook(Task):
         return str(self._data.get("serviceAddress") or f"/proxy/{self.id}/")
 
     @property
+    def proxy_url(self) -> str | None:
+        """Its absolute address on the proxy's own origin (``proxyUrl``; None from a master
+        that serves the proxy on its own origin)."""
+        value = self._data.get("proxyUrl")
+        return str(value) if value else None
+
+    @property
     def url(self) -> str:
         """The link that opens JupyterLab in a browser: the ticket becomes a cookie there."""
         if self.ticket is None:
             self.reload()
-        return notebook_url(self._session.master, self.id, self.ticket)
+        return notebook_url(self._session.master, self.id, self.ticket, self.proxy_url)
 
     @property
     def idle_timeout(self) -> float | None:
         return self._data.get("idleTimeout")
 
 
-def notebook_url(master: str, task_id: str, ticket: str | None) -> str:
-    """``<master>/proxy/<id>/lab?det_ticket=<ticket>``."""
-    url = f"{master.rstrip('/')}/proxy/{task_id}/lab"
-    return f"{url}?det_ticket={ticket}" if ticket else url
+def notebook_url(master: str, task_id: str, ticket: str | None, proxy_url: str | None = None) -> str:
+    """``<proxy_url>lab?det_ticket=<ticket>``: ``proxy_url`` is the master's ``proxyUrl`` for
+    the task, on the proxy's own origin; without it ``<master>/proxy/<id>/``, which the master
+    redirects there."""
+    return task_link(proxy_url or f"{master.rstrip('/')}/proxy/{task_id}/", "lab", ticket)
+
+
+def task_link(base: str, page: str, ticket: str | None) -> str:
+    """``<base>/<page>?det_ticket=<ticket>`` (the ticket percent-encoded)."""
+    url = f"{base.rstrip('/')}/{page}"
+    return f"{url}?det_ticket={quote(ticket, safe='')}" if ticket else url
 
 
 def _users(users: Iterable[str]) -> dict[str, Any]:
@@ -205,13 +221,16 @@ class TaskMethods:
     _session: Session
 
     def _launch(self, cls: type[Task], config: dict[str, Any],
-                context: str | os.PathLike | None, includes: Iterable[str | os.PathLike]) -> Task:
+                context: str | os.PathLike | None, includes: Iterable[str | os.PathLike],
+                template: str | None = None) -> Task:
         from ._client import context_files
 
         if not isinstance(config, dict):
             raise InvalidInput(f"a task config must be a mapping, not {type(config).__name__}")
-        body = self._session.post(f"/api/v1/{cls.kind}",
-                                  {"config": config, "files": context_files(context, includes)})
+        request: dict[str, Any] = {"config": config, "files": context_files(context, includes)}
+        if template:
+            request["templateName"] = template  # merged into config by the master
+        body = self._session.post(f"/api/v1/{cls.kind}", request)
         task = cls(self._session, body[cls.key]["id"], body[cls.key])
         task._body = body
         task.launch_warnings = [str(w) for w in body.get("warnings") or []]
@@ -219,21 +238,24 @@ class TaskMethods:
 
     def launch_notebook(self, config: dict[str, Any] | None = None,
                         context: str | os.PathLike | None = None, *,
-                        includes: Iterable[str | os.PathLike] = ()) -> Notebook:
+                        includes: Iterable[str | os.PathLike] = (),
+                        template: str | None = None) -> Notebook:
         """Start JupyterLab as a task. ``config``: Determined's notebook keys
         (``resources.slots``/``resource_pool``/``priority``, ``environment.environment_variables``,
         ``idle_timeout``, ``notebook_idle_type``, ``work_dir``, ``description``); ``context``
-        a directory uploaded into its working directory."""
-        return cast(Notebook, self._launch(Notebook, dict(config or {}), context, includes))
+        a directory uploaded into its working directory; ``template`` a config template
+        merged into ``config`` by the master."""
+        return cast(Notebook, self._launch(Notebook, dict(config or {}), context, includes, template))
 
     def launch_command(self, entrypoint: str | list[str], config: dict[str, Any] | None = None,
                        context: str | os.PathLike | None = None, *,
-                       includes: Iterable[str | os.PathLike] = ()) -> Command:
+                       includes: Iterable[str | os.PathLike] = (),
+                       template: str | None = None) -> Command:
         """Run ``entrypoint`` (a shell line, or an argv list) on the cluster, in ``context``'s
         files; ``config`` as a notebook's (``resources``, ``environment``, ``description``)."""
         cfg = dict(config or {})
         cfg["entrypoint"] = [entrypoint] if isinstance(entrypoint, str) else list(entrypoint)
-        return cast(Command, self._launch(Command, cfg, context, includes))
+        return cast(Command, self._launch(Command, cfg, context, includes, template))
 
     def get_notebook(self, task_id: str) -> Notebook:
         """The notebook; ``NotFound`` if there is none (or it is not yours)."""

@@ -1,9 +1,9 @@
-"""TensorBoards: TensorBoard over trials' stored metrics, as a task behind the master's
-``/proxy/{id}/``.
+"""TensorBoards: TensorBoard over trials' stored metrics, as a task behind the master's proxy
+(``/proxy/{id}/`` on the proxy's own origin).
 
     tb = launch_tensorboard(session, experiment_ids=[3])
     tb.wait_running()
-    print(tb.url)                      # <master>/proxy/<id>/?det_ticket=<ticket>
+    print(tb.url)                      # <proxy origin>/proxy/<id>/?det_ticket=<ticket>
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from ._errors import InvalidInput
 from ._session import Session
-from ._tasks import Notebook
+from ._tasks import Notebook, task_link
 
 
 class Tensorboard(Notebook):
@@ -36,13 +36,14 @@ class Tensorboard(Notebook):
         """The link that opens TensorBoard in a browser: the ticket becomes a cookie there."""
         if self.ticket is None:
             self.reload()
-        return tensorboard_url(self._session.master, self.id, self.ticket)
+        return tensorboard_url(self._session.master, self.id, self.ticket, self.proxy_url)
 
 
-def tensorboard_url(master: str, task_id: str, ticket: str | None) -> str:
-    """``<master>/proxy/<id>/?det_ticket=<ticket>``."""
-    url = f"{master.rstrip('/')}/proxy/{task_id}/"
-    return f"{url}?det_ticket={ticket}" if ticket else url
+def tensorboard_url(master: str, task_id: str, ticket: str | None, proxy_url: str | None = None) -> str:
+    """``<proxy_url>?det_ticket=<ticket>``: ``proxy_url`` is the master's ``proxyUrl`` for the
+    task, on the proxy's own origin; without it ``<master>/proxy/<id>/``, which the master
+    redirects there."""
+    return task_link(proxy_url or f"{master.rstrip('/')}/proxy/{task_id}/", "", ticket)
 
 
 def launch_tensorboard(session: Session, experiment_ids: Iterable[int] = (),

@@ -122,7 +122,7 @@ def _expand_checkpoint_storage(storage: dict[str, Any] | None, defaults: MasterD
     master = copy.deepcopy(defaults.checkpoint_storage)
     if storage is None:
         storage = master
-    elif storage.get("type") == master.get("type"):
+    elif storage.get("type") in (None, master.get("type")):
         storage = {**master, **{k: v for k, v in storage.items() if v is not None}}
     _fill(storage, _STORAGE_DEFAULTS)
     if storage["type"] == "shared_fs":

@@ -29,8 +29,15 @@ def validate_experiment_config(config: dict[str, Any]) -> None:
     _check_scalars(config)
     if config.get("resources") is not None:
         _check_resources(config["resources"])
-    if config.get("checkpoint_storage") is not None:
-        check_checkpoint_storage(config["checkpoint_storage"], "checkpoint_storage")
+    storage = config.get("checkpoint_storage")
+    if storage is not None:
+        if isinstance(storage, dict) and storage.get("type") is None:
+            # No type: the master's storage with these keys over it (``save_*`` policies, as
+            # Determined merges the master's default into the experiment's).
+            check_checkpoint_storage({**storage, "type": "directory", "container_path": "/x"},
+                                     "checkpoint_storage")
+        else:
+            check_checkpoint_storage(storage, "checkpoint_storage")
     if config.get("environment") is not None:
         _check_environment(config["environment"])
     if config.get("bind_mounts") is not None:

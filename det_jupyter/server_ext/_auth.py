@@ -1,9 +1,10 @@
-"""/info, /api/v1/master, login, logout, me, users."""
+"""/info, /api/v1/master, login, logout, me, a user by name (the rest of /api/v1/users: _users)."""
 
 from __future__ import annotations
 
 from .. import __version__
 from ..errors import InvalidRequest, NotFound
+from ..services.authz import Perm
 from . import _serialize as ser
 from ._base import DetHandler
 
@@ -21,7 +22,7 @@ def master_info(handler: DetHandler) -> dict:
         "telemetryEnabled": False,
         "hasCustomLogo": False,
         "strictJobQueueControl": False,
-        "rbacEnabled": False,
+        "rbacEnabled": True,
         "userManagementEnabled": True,
         "product": "PRODUCT_UNSPECIFIED",
         "featureSwitches": [],
@@ -46,7 +47,10 @@ class InfoHandler(DetHandler):
 
 
 class MasterHandler(DetHandler):
-    allow_task = True
+    """Public, as in Determined (GetMaster is unauthenticated): the stock CLI reads
+    ``rbacEnabled`` from it without a session before ``det user-group`` and ``det rbac``."""
+
+    public = True
 
     def get(self) -> None:
         self.send(master_info(self))
@@ -66,6 +70,7 @@ class LoginHandler(DetHandler):
 
 
 class LogoutHandler(DetHandler):
+    permissions = {"POST": Perm.AUTHENTICATED}
     def post(self) -> None:
         token = (self.request.headers.get("Authorization") or "").partition(" ")[2].strip()
         self.master.auth.logout(token)
@@ -73,20 +78,15 @@ class LogoutHandler(DetHandler):
 
 
 class MeHandler(DetHandler):
+    permissions = {"GET": Perm.AUTHENTICATED}
     allow_task = True
 
     def get(self) -> None:
         self.send({"user": ser.user(self.user)})
 
 
-class UsersHandler(DetHandler):
-    def get(self) -> None:
-        users = self.master.auth.list_users()
-        self.send({"users": [ser.user(u) for u in users],
-                   "pagination": ser.pagination(0, len(users), len(users), len(users))})
-
-
 class UserByNameHandler(DetHandler):
+    permissions = {"GET": Perm.AUTHENTICATED}
     allow_task = True
 
     def get(self, username: str) -> None:

@@ -17,6 +17,7 @@ from tornado import web
 from ..errors import DetError, Forbidden, InvalidRequest, NotFound, Unauthenticated
 from ..services import tensorboards
 from ..services.auth import AllocationPrincipal, User
+from ..services.authz import CLUSTER_ONLY, Grants, Perm
 from ..services.master import Master
 
 log = logging.getLogger("det_jupyter.api")
@@ -37,10 +38,19 @@ def _bearer(value: str | None) -> str | None:
 
 class DetHandler(web.RequestHandler):
     """Parse → one service call → serialize. Subclasses set ``allow_task`` where a task's
-    allocation token may call the route, and ``public`` for the few unauthenticated ones."""
+    allocation token may call the route, and ``public`` for the few unauthenticated ones.
+
+    Every other route declares, in ``permissions``, the permission each verb needs. Cluster
+    permissions (and ``AUTHENTICATED``) are checked before the verb runs; a workspace permission
+    is checked by the verb once it knows the object's workspace (``authorize_*``) or, for a
+    list, by filtering on ``visible_workspaces()``. A verb with no declaration is refused, and
+    a success from a verb that never checked is logged (and refused under
+    ``det_strict_authz``, as in the tests): a forgotten check fails closed.
+    """
 
     public = False
     allow_task = False
+    permissions: dict[str, Perm] = {}
 
     @property
     def master(self) -> Master:
@@ -61,9 +71,95 @@ class DetHandler(web.RequestHandler):
 
     async def prepare(self) -> None:
         self.principal: Principal | None = None
+        self._grants: Grants | None = None
+        self._checked = self.public
         if self.public:
             return
         self.principal = self._authenticate()
+        perm = self.permissions.get(self.request.method or "")
+        if perm is None:
+            raise Forbidden(f"{self.request.method} {self.request.path} declares no permission; refused")
+        if perm is Perm.AUTHENTICATED or perm in CLUSTER_ONLY:
+            self.grants.check(perm, None, self.request.path)
+            self._checked = True
+
+    # -- authorization --------------------------------------------------------------------
+
+    @property
+    def perm(self) -> Perm:
+        return self.permissions[self.request.method or ""]
+
+    @property
+    def grants(self) -> Grants:
+        if self._grants is None:
+            self._grants = self.master.rbac.grants(self.user)
+        return self._grants
+
+    def authorize(self, workspace_id: int, what: str, perm: Perm | None = None) -> None:
+        """This verb's permission (or ``perm``) on ``workspace_id``: 404 when the caller may
+        not see ``what``, 403 when it may see it but not do this."""
+        self.grants.check(perm or self.perm, workspace_id, what)
+        self._checked = True
+
+    def mark_checked(self) -> None:
+        """The verb checked access itself (e.g. the caller's own object)."""
+        self._checked = True
+
+    def visible_workspaces(self, perm: Perm | None = None) -> frozenset[int] | None:
+        """Where this verb's permission (or ``perm``) holds, to filter a list; None: everywhere."""
+        self._checked = True
+        return self.grants.workspaces_with(perm or self.perm)
+
+    def authorize_workspace(self, workspace_id: int, perm: Perm | None = None) -> None:
+        self.master.rbac.check_workspace(self.grants, perm or self.perm, workspace_id)
+        self._checked = True
+
+    def authorize_project(self, project_id: int, perm: Perm | None = None) -> int:
+        ws = self.master.rbac.workspace_of_project(project_id)
+        self.authorize(ws, f"project {project_id}", perm)
+        return ws
+
+    def authorize_experiment(self, experiment_id: int, perm: Perm | None = None) -> int:
+        ws = self.master.rbac.workspace_of_experiment(experiment_id)
+        self.authorize(ws, f"experiment {experiment_id}", perm)
+        return ws
+
+    def authorize_trial(self, trial_id: int, perm: Perm | None = None) -> int:
+        ws = self.master.rbac.workspace_of_trial(trial_id)
+        self.authorize(ws, f"trial {trial_id}", perm)
+        return ws
+
+    def authorize_checkpoint(self, uuid: str, perm: Perm | None = None) -> int:
+        ws = self.master.rbac.workspace_of_checkpoint(uuid)
+        self.authorize(ws, f"checkpoint {uuid}", perm)
+        return ws
+
+    def authorize_task(self, task_id: str, perm: Perm | None = None) -> int:
+        ws = self.master.rbac.workspace_of_task(task_id)
+        self.authorize(ws, f"task {task_id}", perm)
+        return ws
+
+    def authorize_model(self, name: str, perm: Perm | None = None) -> int:
+        ws = self.master.rbac.workspace_of_model(name)
+        self.authorize(ws, f"model {name}", perm)
+        return ws
+
+    def authorize_template(self, name: str, perm: Perm | None = None) -> int:
+        ws = self.master.rbac.workspace_of_template(name)
+        self.authorize(ws, f"template {name}", perm)
+        return ws
+
+    def finish(self, chunk: Any = None) -> Any:
+        if not getattr(self, "_checked", True) and self.get_status() < 400 and not self._headers_written:
+            log.error("%s %s answered without an authorization check (declared %s)",
+                      self.request.method, self.request.path,
+                      self.permissions.get(self.request.method or ""))
+            if self.settings.get("det_strict_authz"):
+                self.clear()
+                self.set_status(500)
+                msg = "this route answered without checking authorization (a det-jupyter bug)"
+                chunk = json.dumps({"error": {"error": msg}, "message": msg, "code": 500})
+        return super().finish(chunk)
 
     def _authenticate(self) -> Principal:
         task_token = _bearer(self.request.headers.get("Grpc-Metadata-x-allocation-token"))

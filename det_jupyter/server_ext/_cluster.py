@@ -10,8 +10,9 @@ from typing import Any
 
 from tornado import websocket
 
-from ..errors import Forbidden, InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound
 from ..rm.config import WIRE_FITTING, WIRE_SCHEDULER
+from ..services.authz import Perm
 from . import _serialize as ser
 from ._base import DetHandler, _bearer
 
@@ -23,6 +24,8 @@ PING_TIMEOUT_S = 10.0  # tornado caps the timeout at the interval
 
 class AgentSocket(websocket.WebSocketHandler):
     """``/agents?id=…`` — one per agent; authenticated by the agent token before the upgrade."""
+
+    agent_token_only = True  # no user credential is ever accepted here
 
     @property
     def master(self) -> Any:
@@ -161,12 +164,16 @@ def agent_json(a: dict[str, Any]) -> dict[str, Any]:
 
 
 class AgentsHandler(DetHandler):
+    permissions = {"GET": Perm.AUTHENTICATED}
+
     def get(self) -> None:
         agents = [agent_json(a) for a in self.master.rm.describe()]
         self.send({"agents": agents, "pagination": ser.pagination(0, 0, len(agents), len(agents))})
 
 
 class AgentHandler(DetHandler):
+    permissions = {"GET": Perm.AUTHENTICATED}
+
     def get(self, agent_id: str) -> None:
         found = [a for a in self.master.rm.describe() if a["id"] == agent_id]
         if not found:
@@ -174,16 +181,12 @@ class AgentHandler(DetHandler):
         self.send({"agent": agent_json(found[0])})
 
 
-def _admin(handler: DetHandler, what: str) -> None:
-    if not handler.user.admin:
-        raise Forbidden(f"only an admin may {what}")
-
-
 class AgentEnableHandler(DetHandler):
     """``POST /api/v1/agents/{id}/enable|disable`` (body ``{"drain": bool}`` for disable)."""
 
+    permissions = {"POST": Perm.UPDATE_AGENTS}
+
     def post(self, agent_id: str, verb: str) -> None:
-        _admin(self, f"{verb} agents")
         body = self.body_json()
         drain = body.get("drain", False)
         if not isinstance(drain, bool):
@@ -199,8 +202,9 @@ class AgentEnableHandler(DetHandler):
 class SlotEnableHandler(DetHandler):
     """``POST /api/v1/agents/{id}/slots/{slot}/enable|disable``."""
 
+    permissions = {"POST": Perm.UPDATE_AGENTS}
+
     def post(self, agent_id: str, slot_id: str, verb: str) -> None:
-        _admin(self, f"{verb} slots")
         try:
             self.master.rm.set_slot_enabled(agent_id, int(slot_id), verb == "enable")
         except (KeyError, ValueError):
@@ -211,6 +215,8 @@ class SlotEnableHandler(DetHandler):
 class TasksHandler(DetHandler):
     """``GET /api/v1/tasks``: every live allocation, where it runs (``det slot list``,
     ``det agent disable --drain``)."""
+
+    permissions = {"GET": Perm.AUTHENTICATED}
 
     def get(self) -> None:
         out = {}
@@ -233,6 +239,8 @@ class TasksHandler(DetHandler):
 class SchedulerStatsHandler(DetHandler):
     """``GET /api/v1/det-jupyter/scheduler-stats``: recent scheduling passes (BM-4, ops)."""
 
+    permissions = {"GET": Perm.AUTHENTICATED}
+
     def get(self) -> None:
         rm = self.master.rm
         self.send({"passes": rm.passes, "recentPasses": [
@@ -244,6 +252,8 @@ class SchedulerStatsHandler(DetHandler):
 
 
 class ResourcePoolsHandler(DetHandler):
+    permissions = {"GET": Perm.AUTHENTICATED}
+
     def get(self) -> None:
         resources = self.master.resources
         agents = self.master.rm.describe()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
+from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from . import _serialize as ser
 from ._base import DetHandler
@@ -33,35 +34,50 @@ def command_json(row: Any) -> dict[str, Any]:
 
 
 class CommandsHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
+
     def get(self) -> None:
-        mine = self.get_query_argument("users", "") or ""
-        rows = self.master.commands.list()
-        if mine:
-            rows = [r for r in rows if r.username in set(self.get_query_arguments("users"))]
+        from ._notebooks import listed  # (a cycle at import time: _notebooks imports command_json)
+
+        rows = listed(self, "COMMAND", owner_only=False)
         self.send({"commands": [command_json(r) for r in rows],
                    "pagination": ser.pagination(0, 0, len(rows), len(rows))})
 
     def post(self) -> None:
+        from ._notebooks import launch_workspace
+
         body = self.body_json()
+        workspace = launch_workspace(self, body)
         files = body.get("files") or []
         if not isinstance(files, list):
             raise InvalidRequest("files must be a list of files (the command's context)")
-        if body.get("templateName"):
-            raise InvalidRequest("config templates are not supported yet; pass the full config")
-        row = self.master.commands.launch(self.user, body.get("config") or {}, files)
+        from ._templates import expand_config, launch_template_name
+
+        config = body.get("config") or {}
+        template = launch_template_name(body)
+        if template is not None:  # the merged config is what the command stores
+            config = expand_config(self, template, config)
+        row = self.master.commands.launch(self.user, config, files,
+                                          workspace_id=workspace)
         res = row.config["resources"]
         warnings = self.master.rm.launch_warnings(res["resource_pool"], res["slots"])
         self.send({"command": command_json(row), "config": row.config, "warnings": warnings})
 
 
 class CommandHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_NSC}
+
     def get(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         row = self.master.commands.get(task_id)
         self.send({"command": command_json(row), "config": row.config})
 
 
 class CommandKillHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_NSC}
+
     def post(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         self.master.commands.kill(self.user, task_id)
         self.send({"command": command_json(self.master.commands.get(task_id))})
 
@@ -69,7 +85,10 @@ class CommandKillHandler(DetHandler):
 class CommandPriorityHandler(DetHandler):
     """``det cmd set priority``: changes when it starts; once running it is not preempted."""
 
+    permissions = {"POST": Perm.UPDATE_NSC}
+
     def post(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         body = self.body_json()
         row = self.master.commands.get(task_id)
         self.master.jobs.update(self.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],

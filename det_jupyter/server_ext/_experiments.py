@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from ..config import tgz_to_b64
 from ..errors import InvalidRequest, NotFound
+from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ..services.views import ExperimentView
 from . import _serialize as ser
@@ -20,12 +23,23 @@ def exp_json(v: ExperimentView) -> dict[str, Any]:
                           progress=v.progress)
 
 
-def get_view(handler: DetHandler, exp_id: int) -> ExperimentView:
+def get_view(handler: DetHandler, exp_id: int, perm: Perm | None = None) -> ExperimentView:
+    """The experiment, once the caller may do this verb's permission (or ``perm``) to it."""
     handler.require_experiment(exp_id)
+    handler.authorize_experiment(exp_id, perm)
     view = handler.master.views.experiment(exp_id)
     if view is None:
         raise NotFound(f"experiment {exp_id} not found")
     return view
+
+
+def _yaml_or_empty(text: str) -> dict[str, Any]:
+    """The config as a mapping for locating its project; a bad config is reported by create."""
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def job_summary(v: ExperimentView) -> dict[str, Any]:
@@ -34,6 +48,8 @@ def job_summary(v: ExperimentView) -> dict[str, Any]:
 
 
 class ExperimentsHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "POST": Perm.CREATE_EXPERIMENT}
+
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
@@ -51,6 +67,7 @@ class ExperimentsHandler(DetHandler):
             offset=offset,
             limit=limit,
             descending=self.get_query_argument("orderBy", "") == "ORDER_BY_DESC",
+            workspace_ids=self.visible_workspaces(),
         )
         self.send({"experiments": [exp_json(v) for v in views],
                    "pagination": ser.pagination(offset, limit, total, len(views))})
@@ -63,12 +80,19 @@ class ExperimentsHandler(DetHandler):
         files = body.get("modelDefinition") or []
         if not isinstance(files, list):
             raise InvalidRequest("modelDefinition must be a list of files")
-        if body.get("template"):
-            raise InvalidRequest("config templates are not supported yet; submit the full config")
+        if body.get("template"):  # the merged config is what gets stored (later edits don't matter)
+            from ._templates import expand_config_text, template_name
+            config_text = expand_config_text(self, template_name(body, "template") or "", config_text)
+        project_id = body.get("projectId")
+        if project_id is not None and (not isinstance(project_id, int) or isinstance(project_id, bool)):
+            raise InvalidRequest("projectId must be an integer")
+        project_id = self.master.workspaces.project_for_create(
+            project_id, _yaml_or_empty(config_text), visible=self.visible_workspaces(Perm.VIEW_PROJECT))
+        self.authorize_project(project_id)
         row, config = self.master.experiments.create(
             self.user, config_text, files,
             activate=bool(body.get("activate", True)),
-            project_id=body.get("projectId"),
+            project_id=project_id,
             validate_only=bool(body.get("validateOnly", False)),
         )
         if row is None:
@@ -89,6 +113,8 @@ class ExperimentsHandler(DetHandler):
 
 class ExperimentHandler(DetHandler):
     allow_task = True
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "PATCH": Perm.UPDATE_EXPERIMENT_METADATA,
+                   "DELETE": Perm.DELETE_EXPERIMENT}
 
     def get(self, exp_id: str) -> None:
         view = get_view(self, int(exp_id))
@@ -98,9 +124,9 @@ class ExperimentHandler(DetHandler):
         """``v1PatchExperiment``: ``resources`` (``det e set priority|weight|max-slots``)
         changes the experiment's job; name, description, notes and labels its record."""
         eid = int(exp_id)
-        get_view(self, eid)
         body = self.body_json()
         res = body.get("resources")
+        get_view(self, eid, Perm.UPDATE_EXPERIMENT if res is not None else None)
         if res is not None:
             if not isinstance(res, dict):
                 raise InvalidRequest("resources must be an object with priority, weight or maxSlots")
@@ -119,8 +145,17 @@ class ExperimentHandler(DetHandler):
         view = get_view(self, eid)
         self.send({"experiment": exp_json(view)})
 
+    def delete(self, exp_id: str) -> None:
+        """``DELETE /api/v1/experiments/{id}`` (``det e delete``): a finished experiment, its
+        trials, metrics, checkpoints (files too), logs and context."""
+        from ._experiment_admin import delete_experiment  # (it imports this module)
+
+        delete_experiment(self, int(exp_id))
+
 
 class ExperimentVerbHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
+
     def post(self, exp_id: str, verb: str) -> None:
         eid = int(exp_id)
         get_view(self, eid)
@@ -132,6 +167,7 @@ class ExperimentVerbHandler(DetHandler):
 
 class ExperimentTrialsHandler(DetHandler):
     allow_task = True
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
 
     def get(self, exp_id: str) -> None:
         eid = int(exp_id)
@@ -148,6 +184,8 @@ class ExperimentTrialsHandler(DetHandler):
 
 
 class ExperimentCheckpointsHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
+
     def get(self, exp_id: str) -> None:
         eid = int(exp_id)
         view = get_view(self, eid)
@@ -159,6 +197,7 @@ class ExperimentCheckpointsHandler(DetHandler):
 
 class BestValidationHandler(DetHandler):
     allow_task = True
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
 
     def get(self, exp_id: str) -> None:
         view = get_view(self, int(exp_id))
@@ -168,6 +207,8 @@ class BestValidationHandler(DetHandler):
 
 
 class ModelDefHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
+
     def get(self, exp_id: str) -> None:
         get_view(self, int(exp_id))
         self.send({"b64Tgz": tgz_to_b64(self.master.experiments.context_tgz(int(exp_id)))})

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, NotFound
 from ..services import jobs
+from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ..services.jobs import Job
 from . import _serialize as ser
@@ -42,6 +43,10 @@ def job_json(j: Job) -> dict[str, Any]:
 
 
 class JobQueueHandler(DetHandler):
+    """The queue of a pool; jobs in workspaces the caller may not see are left out."""
+
+    permissions = {"GET": Perm.AUTHENTICATED}
+
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
@@ -64,8 +69,26 @@ class JobQueueHandler(DetHandler):
             pool=pool, policy=resources.pools[pool].scheduler.type,
             states=states, descending=order == "ORDER_BY_DESC", offset=offset, limit=limit,
         )
+        page = self._visible(page)
         self.send({"jobs": [{"full": job_json(j)} for j in page],
                    "pagination": ser.pagination(offset, limit, total, len(page))})
+
+
+    def _visible(self, page: list[Job]) -> list[Job]:
+        spaces = self.grants.workspaces_with(Perm.VIEW_EXPERIMENT_METADATA)
+        nsc = self.grants.workspaces_with(Perm.VIEW_NSC)
+        if spaces is None and nsc is None:
+            return page
+        where = self.master.rbac.workspaces_of_jobs([j.job_id for j in page])
+        out = []
+        for j in page:
+            if j.job_id not in where:
+                continue
+            ws, is_exp = where[j.job_id]
+            allowed = spaces if is_exp else nsc
+            if allowed is None or ws in allowed:
+                out.append(j)
+        return out
 
 
 _UPDATE_KEYS = {"jobId", "priority", "weight", "resourcePool", "aheadOf", "behindOf"}
@@ -98,6 +121,8 @@ def parse_update(raw: Any, where: str) -> QueueUpdate:
 class JobQueueUpdateHandler(DetHandler):
     """``POST /api/v1/job-queues`` (``det job update``): all updates apply, or none."""
 
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
+
     def post(self) -> None:
         body = self.body_json()
         updates = body.get("updates") if isinstance(body, dict) else None
@@ -105,5 +130,11 @@ class JobQueueUpdateHandler(DetHandler):
             raise InvalidRequest("updates must be a non-empty list of {jobId, priority | weight | "
                                  "resourcePool | aheadOf | behindOf}")
         parsed = [parse_update(u, f"updates[{i}]") for i, u in enumerate(updates)]
+        where = self.master.rbac.workspaces_of_jobs([u.job_id for u in parsed])
+        for u in parsed:  # every job checked before any changes
+            if u.job_id not in where:
+                raise NotFound(f"job {u.job_id} not found; det job list shows the jobs")
+            ws, is_exp = where[u.job_id]
+            self.authorize(ws, f"job {u.job_id}", Perm.UPDATE_EXPERIMENT if is_exp else Perm.UPDATE_NSC)
         self.master.jobs.update(self.user, parsed)
         self.send({})

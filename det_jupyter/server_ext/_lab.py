@@ -12,6 +12,8 @@ class LabSessionHandler(APIHandler):
     (cookie or token, XSRF-checked), so it grants a browser user nothing their kernels do not
     already have. 404 when the server gives its users no det identity."""
 
+    jupyter_auth = True  # the Jupyter server's own user (token or cookie), not a det credential
+
     @web.authenticated
     def post(self) -> None:
         username = self.settings.get("det_kernel_user")

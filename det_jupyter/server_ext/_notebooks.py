@@ -6,15 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
+from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ._base import DetHandler
 from ._commands import command_json
 
 
-def notebook_json(row: Any, ready: bool) -> dict[str, Any]:
-    """A ``v1Notebook``: a command's fields, the proxy path, and whether it answers yet."""
+def notebook_json(row: Any, ready: bool, proxy_url: str | None = None) -> dict[str, Any]:
+    """A ``v1Notebook``: a command's fields, the proxy path, and whether it answers yet.
+    ``serviceAddress`` stays the path Determined's client joins to the master's URL (the
+    master redirects it); ``proxyUrl`` is the absolute address on the proxy's own origin."""
     out = command_json(row)
     out["serviceAddress"] = f"/proxy/{row.task_id}/"
+    if proxy_url is not None:
+        out["proxyUrl"] = proxy_url
     if out["state"] == "STATE_RUNNING" and not ready:
         out["state"] = "STATE_STARTING"  # placed, JupyterLab not answering yet
     if row.end_time is not None and (row.exit_reason or "").startswith("culled"):
@@ -25,27 +30,51 @@ def notebook_json(row: Any, ready: bool) -> dict[str, Any]:
     return out
 
 
-def listed(handler: DetHandler, kind: str) -> list[Any]:
-    """The caller's tasks of ``kind`` (everyone's for an admin), filtered by ``?users=``."""
+def task_proxy_url(handler: DetHandler, task_id: str) -> str | None:
+    """The task's address on the proxy's origin, named by the hostname the caller used to reach
+    the master (None while the proxy is not listening)."""
+    origin = handler.master.notebooks.proxy_origin
+    return origin.task_url(task_id, handler.request.headers.get("Host")) if origin is not None else None
+
+
+def listed(handler: DetHandler, kind: str, *, owner_only: bool = True) -> list[Any]:
+    """Tasks of ``kind`` in workspaces where the caller has VIEW_NSC, filtered by ``?users=``;
+    for the proxied kinds (``owner_only``) only the caller's own (everyone's for an admin)."""
     user = handler.user
-    rows = handler.master.commands.list(None if user.admin else user, kind=kind)
+    rows = handler.master.commands.list(None if (user.admin or not owner_only) else user, kind=kind)
+    spaces = handler.visible_workspaces(Perm.VIEW_NSC)
     wanted = set(handler.get_query_arguments("users"))
-    return [r for r in rows if not wanted or r.username in wanted]
+    return [r for r in rows if (not wanted or r.username in wanted)
+            and (spaces is None or r.workspace_id in spaces)]
 
 
-def launch_request(handler: DetHandler, what: str) -> tuple[dict[str, Any], list[Any]]:
-    """A launch body's ``config`` and ``files`` (the context), each checked; ``what`` names
-    the kind in the errors ("the notebook's")."""
+def launch_workspace(handler: DetHandler, body: dict[str, Any]) -> int:
+    """The workspace a task is launched into (``workspaceId``, default Uncategorized), once
+    the caller may create tasks there."""
+    ws = body.get("workspaceId") or 1
+    if not isinstance(ws, int) or isinstance(ws, bool):
+        raise InvalidRequest("workspaceId must be an integer")
+    handler.authorize_workspace(ws, Perm.CREATE_NSC)
+    return ws
+
+
+def launch_request(handler: DetHandler, what: str) -> tuple[dict[str, Any], list[Any], int]:
+    """A launch body's ``config``, ``files`` (the context) and workspace, each checked;
+    ``what`` names the kind in the errors ("the notebook's")."""
     body = handler.body_json()
+    workspace = launch_workspace(handler, body)
     files = body.get("files") or []
     if not isinstance(files, list):
         raise InvalidRequest(f"files must be a list of files ({what} context)")
-    if body.get("templateName"):
-        raise InvalidRequest("config templates are not supported yet; pass the full config")
     config = body.get("config") or {}
     if not isinstance(config, dict):
         raise InvalidRequest(f"config must be an object ({what} task config)")
-    return config, files
+    from ._templates import expand_config, launch_template_name
+
+    template = launch_template_name(body)
+    if template is not None:  # the merged config is what the task stores
+        config = expand_config(handler, template, config)
+    return config, files, workspace
 
 
 def launch_warnings(handler: DetHandler, row: Any) -> list[str]:
@@ -55,29 +84,39 @@ def launch_warnings(handler: DetHandler, row: Any) -> list[str]:
 
 
 class NotebooksHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
+
     def get(self) -> None:
         rows = listed(self, "NOTEBOOK")
         ready = self.master.notebooks.ready
-        self.send({"notebooks": [notebook_json(r, r.task_id in ready) for r in rows]})
+        self.send({"notebooks": [notebook_json(r, r.task_id in ready, task_proxy_url(self, r.task_id))
+                                 for r in rows]})
 
     def post(self) -> None:
-        config, files = launch_request(self, "the notebook's")
-        row = self.master.commands.launch(self.user, config, files, kind="NOTEBOOK")
-        self.send({"notebook": notebook_json(row, False), "config": row.config,
-                   "warnings": launch_warnings(self, row),
+        config, files, workspace = launch_request(self, "the notebook's")
+        row = self.master.commands.launch(self.user, config, files, kind="NOTEBOOK", workspace_id=workspace)
+        self.send({"notebook": notebook_json(row, False, task_proxy_url(self, row.task_id)),
+                   "config": row.config, "warnings": launch_warnings(self, row),
                    "ticket": self.master.notebooks.ticket(self.user, row.task_id)})
 
 
 class NotebookHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_NSC}
+
     def get(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         row = self.master.notebooks.visible(self.user, task_id)
-        self.send({"notebook": notebook_json(row, task_id in self.master.notebooks.ready),
+        self.send({"notebook": notebook_json(row, task_id in self.master.notebooks.ready,
+                                             task_proxy_url(self, task_id)),
                    "config": row.config,
                    "ticket": self.master.notebooks.ticket(self.user, task_id)})
 
 
 class NotebookKillHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_NSC}
+
     def post(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         self.master.notebooks.visible(self.user, task_id)
         self.master.commands.kill(self.user, task_id, "NOTEBOOK")  # owner or admin: checked above
         self.master.notebooks.drop(task_id)
@@ -88,7 +127,10 @@ class NotebookKillHandler(DetHandler):
 class NotebookPriorityHandler(DetHandler):
     """``det notebook set priority``: changes when it starts; once running it is not preempted."""
 
+    permissions = {"POST": Perm.UPDATE_NSC}
+
     def post(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         body = self.body_json()
         row = self.master.notebooks.visible(self.user, task_id)
         self.master.jobs.update(self.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],

@@ -1,9 +1,13 @@
 """``/proxy/{taskId}/…``: the master's reverse proxy to a notebook, HTTP and websockets.
 
+Where it is served: on an origin of its own (``DetJupyterApp.proxy_port``, see
+``_proxy_origin``), never on the master's, so a proxied page's script is not same-origin with
+the master's API (reliability P4). The master's own ``/proxy/…`` only redirects there.
+
 Who gets through: the notebook's owner (or an admin), authenticated by a det session token
 (``Authorization: Bearer``) or by the notebook's ticket — the ``det_ticket`` query parameter of
-the link ``det notebook open`` prints, traded at once for an HttpOnly, SameSite=Lax cookie scoped
-to this notebook's path. Anyone else, with any other credential or none, gets the same 404 as
+the link ``det notebook open`` prints, traded at once (by the proxy's origin only) for an
+HttpOnly, SameSite=Lax cookie scoped to this notebook's path. Anyone else, with any other credential or none, gets the same 404 as
 for a notebook that does not exist.
 
 Where it goes: only ``http://<the notebook's own host:port>/proxy/<taskId>/<path>``, the address
@@ -27,6 +31,7 @@ from tornado import httpclient, web, websocket
 from ..errors import DetError, NotFound
 from ..services import jobs
 from ..services.auth import User
+from ..services.authz import Perm
 from ..services.notebooks import Target
 
 log = logging.getLogger("det_jupyter.proxy")
@@ -62,6 +67,14 @@ def upstream_session() -> aiohttp.ClientSession:
     return session
 
 
+async def close_upstream_sessions() -> None:
+    """Close the pooled upstream clients (at shutdown: no unclosed-session warnings)."""
+    sessions = list(_SESSIONS.values())
+    _SESSIONS.clear()
+    for session in sessions:
+        await session.close()
+
+
 def bad_path(raw_path: str) -> bool:
     """Whether a request path (raw, as sent) has a ``.`` or ``..`` segment, however encoded."""
     path = raw_path
@@ -75,7 +88,10 @@ def bad_path(raw_path: str) -> bool:
 
 class ProxyHandler(websocket.WebSocketHandler):
     """HTTP verbs are forwarded as they are; a GET asking for a websocket upgrade is bridged
-    to a websocket of the notebook's."""
+    to a websocket of the notebook's. Who gets in: the task's owner (or an admin) holding
+    UPDATE_NSC on its workspace (``NotebookService.visible``); anyone else gets 404."""
+
+    permissions = {m: Perm.UPDATE_NSC for m in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")}
 
     @property
     def master(self) -> Any:
@@ -312,7 +328,9 @@ class ProxyHandler(websocket.WebSocketHandler):
 
 
 class ProxyRootHandler(web.RequestHandler):
-    """``/proxy/{id}`` → ``/proxy/{id}/`` (the query string kept)."""
+    """``/proxy/{id}`` → ``/proxy/{id}/`` (the query string kept; it reveals nothing)."""
+
+    public = True
 
     def get(self, task_id: str) -> None:
         query = f"?{self.request.query}" if self.request.query else ""

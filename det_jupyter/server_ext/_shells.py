@@ -25,6 +25,7 @@ from tornado import ioloop, iostream, tcpclient, websocket
 from ..errors import DetError, NotFound
 from ..services._shells import PRIVATE_KEY, PUBLIC_KEY, public_config, ssh_username
 from ..services.auth import User
+from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ._base import DetHandler
 from ._commands import command_json
@@ -58,6 +59,8 @@ def shell_json(row: Any, ready: bool, user: User | None) -> dict[str, Any]:
 
 
 class ShellsHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
+
     def get(self) -> None:
         rows = listed(self, KIND)
         ready = self.master.notebooks.ready
@@ -65,22 +68,28 @@ class ShellsHandler(DetHandler):
         self.send({"shells": [shell_json(r, r.task_id in ready, None) for r in rows]})
 
     def post(self) -> None:
-        config, files = launch_request(self, "the shell's")
-        row = self.master.commands.launch(self.user, config, files, kind=KIND)
+        config, files, workspace = launch_request(self, "the shell's")
+        row = self.master.commands.launch(self.user, config, files, kind=KIND, workspace_id=workspace)
         warnings = launch_warnings(self, row)
         self.send({"shell": shell_json(row, False, self.user), "config": public_config(row.config),
                    "warnings": warnings})
 
 
 class ShellHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_NSC}
+
     def get(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         row = self.master.notebooks.visible(self.user, task_id, KIND)
         self.send({"shell": shell_json(row, task_id in self.master.notebooks.ready, self.user),
                    "config": public_config(row.config)})
 
 
 class ShellKillHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_NSC}
+
     def post(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         self.master.notebooks.visible(self.user, task_id, KIND)
         self.master.commands.kill(self.user, task_id, KIND)  # owner or admin: checked above
         row = self.master.commands.get(task_id, KIND)
@@ -90,7 +99,10 @@ class ShellKillHandler(DetHandler):
 class ShellPriorityHandler(DetHandler):
     """``det shell set priority``: changes when it starts; once running it is not preempted."""
 
+    permissions = {"POST": Perm.UPDATE_NSC}
+
     def post(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         body = self.body_json()
         row = self.master.notebooks.visible(self.user, task_id, KIND)
         self.master.jobs.update(self.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],
@@ -101,6 +113,8 @@ class ShellPriorityHandler(DetHandler):
 
 class ShellTunnelHandler(websocket.WebSocketHandler):
     """``/det-jupyter/tunnel/{taskId}``: websocket binary frames ↔ the shell's TCP port."""
+
+    permissions = {"GET": Perm.UPDATE_NSC}  # checked by NotebookService.visible
 
     _stream: iostream.IOStream | None = None
     _touch: ioloop.PeriodicCallback | None = None

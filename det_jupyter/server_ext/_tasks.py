@@ -5,6 +5,8 @@ from __future__ import annotations
 from ..config import tgz_to_b64
 from ..errors import InvalidRequest, NotFound
 from ..services.auth import AllocationPrincipal
+from ..services.authz import Perm
+from . import _models
 from . import _serialize as ser
 from ._base import DetHandler
 
@@ -18,11 +20,31 @@ def _experiment_of_task(task_id: str) -> int:
     return int(head)
 
 
+def authorize_task(handler: DetHandler, task_id: str) -> None:
+    """A trial's task needs the verb's experiment permission; an interactive task the matching
+    NSC one (VIEW_NSC to read, UPDATE_NSC to act)."""
+    is_trial = task_id.split(".", 1)[0].isdigit()
+    perm = handler.perm
+    if not is_trial:
+        perm = Perm.UPDATE_NSC if perm in (Perm.UPDATE_EXPERIMENT,) else Perm.VIEW_NSC
+    handler.authorize_task(task_id, perm)
+
+
+def authorize_allocation(handler: DetHandler, allocation_id: str) -> None:
+    try:
+        task_id = handler.master.allocations.get(allocation_id).task_id
+    except Exception:  # noqa: BLE001 - any lookup failure hides the allocation
+        raise NotFound(f"allocation {allocation_id} not found") from None
+    authorize_task(handler, task_id)
+
+
 class TaskContextHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
     allow_task = True
 
     def get(self, task_id: str) -> None:
         self.require_task(task_id)
+        authorize_task(self, task_id)
         if task_id.startswith("cmd-"):
             self.master.commands.get(task_id)
             tgz = self.master.commands.context_tgz(task_id) or b""
@@ -33,10 +55,12 @@ class TaskContextHandler(DetHandler):
 
 
 class TaskLogsHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
     allow_task = True
 
     async def get(self, task_id: str) -> None:
         self.require_task(task_id)
+        authorize_task(self, task_id)
         self.set_header("Content-Type", "application/x-ndjson")
         follow = self.bool_arg("follow")
         limit = self.int_arg("limit", 0) or 0
@@ -65,6 +89,7 @@ class TaskLogsHandler(DetHandler):
 
 
 class PostTaskLogsHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self) -> None:
@@ -73,21 +98,27 @@ class PostTaskLogsHandler(DetHandler):
             raise InvalidRequest("logs must be a list")
         p = self.principal
         if isinstance(p, AllocationPrincipal):
+            self.mark_checked()  # a task's own logs
             self.master.logs.append_shipped(p.task_id, p.allocation_id, p.trial_id, logs)
         else:
-            for entry in logs:
-                if isinstance(entry, dict) and isinstance(entry.get("taskId"), str):
-                    self.master.logs.append_shipped(entry["taskId"], entry.get("allocationId"), None, [entry])
+            entries = [e for e in logs if isinstance(e, dict) and isinstance(e.get("taskId"), str)]
+            for task_id in sorted({e["taskId"] for e in entries}):
+                authorize_task(self, task_id)  # all checked before any is written
+            self.mark_checked()
+            for entry in entries:
+                self.master.logs.append_shipped(entry["taskId"], entry.get("allocationId"), None, [entry])
         self.send({})
 
 
 class PreemptionSignalHandler(DetHandler):
     """The long-poll: blocks up to ``timeout_seconds`` until the task is asked to stop."""
 
+    permissions = {"GET": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     async def get(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
+        authorize_allocation(self, allocation_id)
         raw = self.get_query_argument("timeout_seconds", None) or self.get_query_argument("timeoutSeconds", "0")
         try:
             timeout = max(0.0, min(float(raw), MAX_LONG_POLL_S))
@@ -99,10 +130,12 @@ class PreemptionSignalHandler(DetHandler):
 
 
 class AckPreemptionHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
+        authorize_allocation(self, allocation_id)
         self.master.allocations.ack_preemption(allocation_id)
         self.send({})
 
@@ -110,20 +143,24 @@ class AckPreemptionHandler(DetHandler):
 class AllocationNoopHandler(DetHandler):
     """ready / waiting / acceleratorData / proxy_address: accepted, nothing to do yet."""
 
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self, allocation_id: str, _what: str) -> None:
         self.require_allocation(allocation_id)
+        authorize_allocation(self, allocation_id)
         self.send({})
 
 
 class RendezvousHandler(DetHandler):
+    permissions = {"GET": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def get(self, allocation_id: str, resources_id: str) -> None:
         """Every container's address and slots, and the rank of the one asking
         (``DET_RESOURCES_ID`` is ``<allocation>.r<rank>``)."""
         self.require_allocation(allocation_id)
+        authorize_allocation(self, allocation_id)
         alloc = self.master.allocations.get(allocation_id)
         placement = alloc.placement or [[alloc.agent_id, alloc.slot_ids or []]]
         agents = self.master.rm.agents
@@ -138,16 +175,23 @@ class RendezvousHandler(DetHandler):
 class AllGatherHandler(DetHandler):
     """Single-container tasks: all_gather of one participant returns its own data."""
 
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
+        authorize_allocation(self, allocation_id)
         data = self.body_json().get("data")
         self.send({"data": [data]})
 
 
 class CheckpointsHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT, "PATCH": Perm.UPDATE_EXPERIMENT,
+                   "DELETE": Perm.UPDATE_EXPERIMENT}
     allow_task = True
+
+    def delete(self) -> None:
+        _models.delete_checkpoints(self)  # DeleteCheckpoints: users' deletes (see _models)
 
     def post(self) -> None:
         body = self.body_json()
@@ -158,18 +202,23 @@ class CheckpointsHandler(DetHandler):
         alloc_id = ckpt.get("allocationId")
         if isinstance(p, AllocationPrincipal):
             trial_id, task_id, alloc_id = p.trial_id, p.task_id, p.allocation_id
+            self.mark_checked()  # its own checkpoint
         else:
             raise InvalidRequest("checkpoints are reported by the task that wrote them")
         self.master.checkpoints.report(ckpt, trial_id=trial_id, task_id=task_id, allocation_id=alloc_id)
         self.send({})
 
     def patch(self) -> None:
-        # Partial deletes (checkpoint.delete from a task): accepted; GC comes with the registry.
+        # Partial deletes (checkpoint.delete from a task): accepted, nothing removed.
         self.body_json()
+        if not isinstance(self.principal, AllocationPrincipal):
+            raise InvalidRequest("checkpoints are patched by the task that wrote them")
+        self.mark_checked()
         self.send({})
 
 
 class CheckpointHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
     allow_task = True
 
     def get(self, uuid: str) -> None:
@@ -177,6 +226,7 @@ class CheckpointHandler(DetHandler):
         p = self.principal
         if isinstance(p, AllocationPrincipal) and row.experiment_id != p.experiment_id:
             raise NotFound(f"checkpoint {uuid} not found")
+        self.authorize_checkpoint(uuid)
         trial = self.master.views.trial(row.trial_id) if row.trial_id else None
         cfg = self.master.experiments.get(row.experiment_id).config if row.experiment_id else None
         self.send({"checkpoint": ser.checkpoint(row, trial_row=trial.row if trial else None, exp_config=cfg)})

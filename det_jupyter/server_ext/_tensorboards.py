@@ -7,17 +7,18 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from ..services import tensorboards
+from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ._base import DetHandler
-from ._notebooks import launch_request, launch_warnings, listed, notebook_json
+from ._notebooks import launch_request, launch_warnings, listed, notebook_json, task_proxy_url
 
 KIND = tensorboards.KIND
 
 
-def tensorboard_json(row: Any, ready: bool) -> dict[str, Any]:
+def tensorboard_json(row: Any, ready: bool, proxy_url: str | None = None) -> dict[str, Any]:
     """A ``v1Tensorboard``: a notebook's fields (state, proxy path, why it ended) and its
     experiments and trials."""
-    out = notebook_json(row, ready)
+    out = notebook_json(row, ready, proxy_url)
     out.pop("notebookIdleType", None)
     cfg = row.config or {}
     out["experimentIds"] = list(cfg.get("experiment_ids") or [])
@@ -33,34 +34,50 @@ def _ids(body: dict[str, Any], key: str) -> list[Any]:
 
 
 class TensorboardsHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
+
     def get(self) -> None:
         rows = listed(self, KIND)
         ready = self.master.notebooks.ready
-        self.send({"tensorboards": [tensorboard_json(r, r.task_id in ready) for r in rows]})
+        self.send({"tensorboards": [tensorboard_json(r, r.task_id in ready, task_proxy_url(self, r.task_id))
+                                    for r in rows]})
 
     def post(self) -> None:
         """``v1LaunchTensorboardRequest``: ``experimentIds``, ``trialIds``, ``config``, ``files``."""
         body = self.body_json()
-        config, files = launch_request(self, "the TensorBoard's")
-        config = tensorboards.prepare(self.master.views, config, _ids(body, "experimentIds"),
-                                      _ids(body, "trialIds"))
-        row = self.master.commands.launch(self.user, config, files, kind=KIND)
+        config, files, workspace = launch_request(self, "the TensorBoard's")
+        exp_ids, trial_ids = _ids(body, "experimentIds"), _ids(body, "trialIds")
+        for eid in exp_ids:  # it will read their metrics: the caller must see them
+            if isinstance(eid, int):
+                self.authorize_experiment(eid, Perm.VIEW_EXPERIMENT_ARTIFACTS)
+        for tid in trial_ids:
+            if isinstance(tid, int):
+                self.authorize_trial(tid, Perm.VIEW_EXPERIMENT_ARTIFACTS)
+        config = tensorboards.prepare(self.master.views, config, exp_ids, trial_ids)
+        row = self.master.commands.launch(self.user, config, files, kind=KIND, workspace_id=workspace)
         warnings = launch_warnings(self, row)
-        self.send({"tensorboard": tensorboard_json(row, False), "config": row.config,
-                   "warnings": warnings,
+        self.send({"tensorboard": tensorboard_json(row, False, task_proxy_url(self, row.task_id)),
+                   "config": row.config, "warnings": warnings,
                    "ticket": self.master.notebooks.ticket(self.user, row.task_id, KIND)})
 
 
 class TensorboardHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_NSC}
+
     def get(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         row = self.master.notebooks.visible(self.user, task_id, KIND)
-        self.send({"tensorboard": tensorboard_json(row, task_id in self.master.notebooks.ready),
+        self.send({"tensorboard": tensorboard_json(row, task_id in self.master.notebooks.ready,
+                                                   task_proxy_url(self, task_id)),
                    "config": row.config,
                    "ticket": self.master.notebooks.ticket(self.user, task_id, KIND)})
 
 
 class TensorboardKillHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_NSC}
+
     def post(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         self.master.notebooks.visible(self.user, task_id, KIND)
         self.master.commands.kill(self.user, task_id, KIND)  # owner or admin: checked above
         row = self.master.commands.get(task_id, KIND)
@@ -70,7 +87,10 @@ class TensorboardKillHandler(DetHandler):
 class TensorboardPriorityHandler(DetHandler):
     """Changes when it starts; once running it is not preempted."""
 
+    permissions = {"POST": Perm.UPDATE_NSC}
+
     def post(self, task_id: str) -> None:
+        self.authorize_task(task_id)
         body = self.body_json()
         row = self.master.notebooks.visible(self.user, task_id, KIND)
         self.master.jobs.update(self.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import InvalidRequest, NotFound
 from ..services._states import TERMINAL, State
+from ..services.authz import Perm
 from ..services.metrics import parse_report
 from . import _serialize as ser
 from ._base import DetHandler
@@ -15,6 +16,7 @@ from ._base import DetHandler
 
 def trial_view(handler: DetHandler, trial_id: int) -> Any:
     handler.require_trial(trial_id)
+    handler.authorize_trial(trial_id)
     view = handler.master.views.trial(trial_id)
     if view is None:
         raise NotFound(f"trial {trial_id} not found")
@@ -22,6 +24,7 @@ def trial_view(handler: DetHandler, trial_id: int) -> Any:
 
 
 class TrialHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
     allow_task = True
 
     def get(self, trial_id: str) -> None:
@@ -30,6 +33,8 @@ class TrialHandler(DetHandler):
 
 
 class TrialKillHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
+
     def post(self, trial_id: str) -> None:
         trial_view(self, int(trial_id))
         self.master.trials.kill_trial(int(trial_id))
@@ -39,11 +44,13 @@ class TrialKillHandler(DetHandler):
 class TrialMetricsHandler(DetHandler):
     """``POST /api/v1/trials/{id}/metrics`` — one report, Determined's shape."""
 
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
+        self.authorize_trial(tid)
         body = self.body_json()
         m = body.get("metrics")
         if not isinstance(m, dict):
@@ -59,11 +66,13 @@ class TrialMetricsHandler(DetHandler):
 class TrialMetricsBatchHandler(DetHandler):
     """``POST /api/v1/trials/{id}/metrics/batch`` — our harness's many reports in one request."""
 
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
+        self.authorize_trial(tid)
         body = self.body_json()
         reports = body.get("reports")
         if not isinstance(reports, list):
@@ -75,11 +84,13 @@ class TrialMetricsBatchHandler(DetHandler):
 
 
 class TrialProgressHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
+        self.authorize_trial(tid)
         progress = self.body_json().get("progress")
         if not isinstance(progress, (int, float)) or isinstance(progress, bool):
             raise InvalidRequest("progress must be a number between 0 and 1")
@@ -88,11 +99,13 @@ class TrialProgressHandler(DetHandler):
 
 
 class TrialEarlyExitHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
+        self.authorize_trial(tid)
         body = self.body_json()
         reason = body.get("reason") or (body.get("earlyExit") or {}).get("reason")
         if not isinstance(reason, str):
@@ -102,17 +115,20 @@ class TrialEarlyExitHandler(DetHandler):
 
 
 class TrialRunnerMetadataHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
+        self.authorize_trial(tid)
         state = self.body_json().get("state")
         self.master.trials.set_runner_state(tid, str(state or "")[:255])
         self.send({})
 
 
 class TrialCheckpointsHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
     allow_task = True
 
     def get(self, trial_id: str) -> None:
@@ -126,6 +142,7 @@ class TrialCheckpointsHandler(DetHandler):
 class TrialWorkloadsHandler(DetHandler):
     """Training and validation reports and checkpoints, merged in step order, paged in SQL."""
 
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
     allow_task = True  # a trial's own task, and a TensorBoard over it (require_trial)
     _GROUPS = ("training", "validation")
 
@@ -159,6 +176,7 @@ class TrialWorkloadsHandler(DetHandler):
 class TrialLogsHandler(DetHandler):
     """NDJSON stream of a trial's logs; with ``follow`` it ends once the trial is over."""
 
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
     async def get(self, trial_id: str) -> None:
         tid = int(trial_id)
         trial_view(self, tid)
@@ -188,6 +206,7 @@ class TrialLogsHandler(DetHandler):
 
 
 class RunsStartHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
     def post(self) -> None:
@@ -196,11 +215,13 @@ class RunsStartHandler(DetHandler):
         if not isinstance(run_id, int):
             raise InvalidRequest("runId must be the trial id")
         self.require_trial(run_id)
+        self.authorize_trial(run_id)
         storage = body.get("checkpointStorage")
         self.send({"storageId": self.master.checkpoints.storage_id(storage)})
 
 
 class RunMetadataHandler(DetHandler):
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "POST": Perm.UPDATE_EXPERIMENT_METADATA}
     allow_task = True
 
     def get(self, run_id: str) -> None:
@@ -226,6 +247,8 @@ class TimeSeriesHandler(DetHandler):
     """``GET /api/v1/trials/time-series`` (0.38.1's CompareTrials): chosen metrics of several
     trials, downsampled in the database to ``maxDatapoints`` per trial — what charts need."""
 
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
+
     def get(self) -> None:
         try:
             trial_ids = [int(x) for x in self.get_query_arguments("trialIds")]
@@ -247,6 +270,7 @@ class TimeSeriesHandler(DetHandler):
             raise InvalidRequest("name the metrics: metricNames (with group) or metricIds")
         max_points = self.int_arg("maxDatapoints", 0) or 0
         views, _ = self.master.views.trials(trial_ids=trial_ids)
+        views = [v for v in views if self._may_see(v.row.id)]  # others' trials: as if absent
         found = [v.row.id for v in views]
         by_group = {
             g: self.master.metrics.series(found, g, names, max_points=max_points,
@@ -264,3 +288,7 @@ class TimeSeriesHandler(DetHandler):
             trial = json.dumps(ser.trial(v.row, alloc_states=v.alloc_states), separators=(",", ":"))
             out.append(f'{{"trial":{trial},"metrics":[{metrics}]}}')
         self.send_text('{"trials":[' + ",".join(out) + "]}")
+
+    def _may_see(self, trial_id: int) -> bool:
+        self.mark_checked()
+        return self.grants.can(self.perm, self.master.rbac.workspace_of_trial(trial_id))

@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -120,6 +121,10 @@ class AuthService:
         self._clock = clock
         # token hash -> (monotonic time of the check, session expiry, user)
         self._checked: dict[str, tuple[float, float, User]] = {}
+        # Set by the master: a new user's default roles (called in the creating transaction),
+        # and a change to a user that cached grants must not outlive.
+        self.on_user_created: Callable[..., None] | None = None  # (conn, user_id, admin=bool)
+        self.on_user_changed: Callable[[], None] | None = None
 
     def bootstrap(self, initial_password: str | None) -> str | None:
         """Create ``admin`` and ``determined`` on an empty database.
@@ -159,12 +164,24 @@ class AuthService:
             return self._open_session(conn, row.id), _user(row)
 
     def logout(self, token: str) -> None:
+        """End a login session. An access token is left alone (``det token revoke`` ends it):
+        logging out of a CLI that used ``det token login`` only forgets it there."""
         key = token_hash(token)
         self._checked.pop(key, None)
         with self._engine.begin() as conn:
             conn.execute(
-                sa.update(t.user_sessions).where(t.user_sessions.c.token_hash == key).values(revoked=True)
+                sa.update(t.user_sessions)
+                .where(t.user_sessions.c.token_hash == key, t.user_sessions.c.kind == "session")
+                .values(revoked=True)
             )
+
+    def forget_user(self, user_id: int) -> None:
+        """Drop every remembered token check of ``user_id``, so that the next request re-reads
+        the database: call after deactivating the user, changing their password or admin flag,
+        or revoking one of their sessions or tokens."""
+        for key, hit in list(self._checked.items()):
+            if hit[2].id == user_id:
+                self._checked.pop(key, None)
 
     def user_for_token(self, token: str) -> User:
         """The active user a session token belongs to; Unauthenticated otherwise."""
@@ -219,6 +236,8 @@ class AuthService:
                     username=username, admin=admin, active=True, created_at=now, modified_at=now,
                     password_hash=hash_password(client_hash(secrets.token_urlsafe(32)))))
                 row = conn.execute(sa.select(t.users).where(t.users.c.username == username)).one()
+                if self.on_user_created is not None:
+                    self.on_user_created(conn, row.id, admin=admin)
         return _user(row)
 
     def session_for(self, username: str) -> str:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from .. import config as expconf
 from .. import searcher as search
-from ..errors import Conflict, Forbidden, InvalidConfig, InvalidRequest, NotFound
+from ..errors import Conflict, InvalidConfig, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
@@ -36,6 +36,8 @@ class ExperimentService:
         self.trials: Any = None  # TrialService, wired by the Master
         self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
         self.on_change: Callable[[], None] = lambda: None
+        # Called with an experiment's id once it ended (checkpoint GC, wired by the Master).
+        self.on_finished: Callable[[int], None] = lambda _exp_id: None
 
     # -- create -------------------------------------------------------------------------
 
@@ -127,10 +129,9 @@ class ExperimentService:
         }
 
     def patch(self, user: User, exp_id: int, **fields: Any) -> None:
-        """Change the experiment's name, description, notes or labels (owner or admin)."""
-        exp = self.get(exp_id)
-        if not user.admin and exp.owner_id != user.id:
-            raise Forbidden(f"only the owner of experiment {exp_id} or an admin may change it")
+        """Change the experiment's name, description, notes or labels. Who may is the
+        caller's check (UPDATE_EXPERIMENT_METADATA on its workspace)."""
+        self.get(exp_id)
         values: dict[str, Any] = {}
         for key in ("name", "description", "notes"):
             if key in fields:
@@ -355,6 +356,7 @@ class ExperimentService:
             else:
                 return
         self._log.forget(exp_id)
+        self.on_finished(exp_id)
         self.on_change()
 
     def active_ids(self) -> list[int]:

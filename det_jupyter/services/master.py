@@ -20,15 +20,24 @@ from ._searcher_batch import SearcherBatcher
 from ._searcher_log import SearcherEvent
 from .allocations import AllocationService
 from .auth import AuthService
+from .checkpoint_gc import CheckpointGC
 from .checkpoints import CheckpointService
 from .commands import CommandService, OwnerRouter
+from .experiment_admin import ExperimentAdmin
 from .experiments import ExperimentService
+from .groups import GroupService
 from .job_control import JobControl
 from .logs import LogService
 from .metrics import MetricService
+from .models import ModelService
 from .notebooks import NotebookService
+from .rbac import RbacService
+from .templates import TemplateService
+from .tokens import TokenService
 from .trials import MasterIdentity, TrialService
+from .users import UserService
 from .views import Views
+from .workspaces import WorkspaceService
 
 log = logging.getLogger("det_jupyter")
 
@@ -50,6 +59,7 @@ class MasterSettings:
     notebook_timeout_s: float | None = None  # default idle_timeout of notebooks (None: never)
     notebook_idle_check_s: float = 30.0  # seconds between looks at notebooks' activity
     tensorboard_timeout_s: float | None = 300.0  # default idle_timeout of TensorBoards
+    default_user_role: str = "Editor"  # what a new user gets on Uncategorized ("" for nothing)
 
 
 class Master:
@@ -62,8 +72,23 @@ class Master:
         migrate(self.engine)
         self.cluster_id = self._cluster_id()
         self.auth = AuthService(self.engine, self.clock)
+        self.rbac = RbacService(self.engine, settings.default_user_role)
+        self.models = ModelService(self.engine, self.clock, self.rbac.invalidate)
+        self.workspaces = WorkspaceService(self.engine, self.clock, self.rbac, self.cluster_id,
+                                           on_deleted=lambda: self._jobs_changed())
+        self.experiment_admin = ExperimentAdmin(self.engine, self.rbac, self.workspaces, self.cluster_id,
+                                                on_deleted=lambda: self._jobs_changed())
+        self.users = UserService(self.engine, self.clock, self.auth, self.rbac)
+        self.groups = GroupService(self.engine, self.rbac)
+        self.tokens = TokenService(self.engine, self.clock, self.auth)
+        self.templates = TemplateService(self.engine, self.rbac.invalidate)
+        self.auth.on_user_created = self.rbac.on_user_created
+        self.auth.on_user_changed = self.rbac.invalidate
         self.generated_password = self.auth.bootstrap(settings.initial_password)
         self._create_uncategorized()
+        if self.generated_password is not None:  # a new database: admin and determined get roles
+            with self.engine.begin() as conn:
+                self.rbac.seed_existing_users(conn)
         ckpt_dir = settings.checkpoint_dir or os.path.join(settings.data_dir, "checkpoints")
         os.makedirs(ckpt_dir, exist_ok=True)
         self.defaults = expconf.MasterDefaults(
@@ -82,6 +107,9 @@ class Master:
         self.experiments = ExperimentService(self.engine, self.clock, self.defaults)
         self.experiments.trials = self.trials
         self.trials.experiments = self.experiments
+        self.checkpoint_gc = CheckpointGC(self.engine)  # trials' and experiments' ends collect
+        self.trials.on_trial_end = self.checkpoint_gc.trial_ended
+        self.experiments.on_finished = self.checkpoint_gc.schedule
         self.searcher_batch = SearcherBatcher(self.experiments.searcher_events)
         self.trials.searcher_batch = self.searcher_batch  # trial exits join the same groups
         self.resources = settings.resources or parse_resources(None)
@@ -105,6 +133,7 @@ class Master:
             load_or_create_secret(os.path.join(settings.data_dir, "proxy_secret")),
             gpu_busy=self._gpu_busy)
         self.notebooks.idle_check_interval = settings.notebook_idle_check_s
+        self.notebooks.rbac = self.rbac
 
     def _gpu_busy(self, allocation_id: str) -> bool:
         """Whether a GPU slot of the allocation is in use (its agent's last slot_stats)."""
@@ -138,8 +167,13 @@ class Master:
             admin = conn.execute(sa.select(t.users.c.id).where(t.users.c.username == "admin")).scalar_one()
             conn.execute(sa.insert(t.workspaces).values(id=1, name="Uncategorized", immutable=True, archived=False, user_id=admin))
             conn.execute(sa.insert(t.projects).values(
-                id=1, workspace_id=1, name="Uncategorized", description="", immutable=True, archived=False, user_id=admin
+                id=1, workspace_id=1, name="Uncategorized", description="", immutable=True, archived=False, user_id=admin,
+                key="UNCAT", notes=[], created_at=self.clock.now(),
             ))
+            if conn.dialect.name == "postgresql":  # explicit ids leave the id sequences behind
+                for table in ("workspaces", "projects"):
+                    conn.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                                         f"COALESCE(MAX(id), 0) + 1, false) FROM {table}"))
 
     def start(self) -> None:
         """Recover from the last run. Call from the event loop, before serving."""
@@ -196,6 +230,7 @@ class Master:
         try:
             self.searcher_batch.flush()  # validations queued for a loop turn that will not come
         finally:
+            self.checkpoint_gc.stop()
             self.engine.dispose()
 
 

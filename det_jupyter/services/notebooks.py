@@ -23,8 +23,11 @@ from ..errors import DetError, NotFound
 from ._clock import Clock
 from ._interactive import TICKET_LIFETIME, Activity, check_ticket, is_active, make_ticket
 from ._kinds import KINDS
+from ._proxy_origin import ProxyOrigin
 from .auth import User
+from .authz import Perm
 from .commands import CommandService
+from .rbac import RbacService
 
 log = logging.getLogger("det_jupyter.notebooks")
 
@@ -61,6 +64,9 @@ class NotebookService:
         self._previous: dict[str, Activity] = {}
         self.idle_check_interval = IDLE_CHECK_INTERVAL
         self._last_idle_check = 0.0
+        self.rbac: RbacService | None = None  # set by the master: roles gate the proxy too
+        # Set by the app once the proxy listens on its own origin (None: not serving).
+        self.proxy_origin: ProxyOrigin | None = None
 
     # -- who may reach what ---------------------------------------------------------------
 
@@ -68,7 +74,8 @@ class NotebookService:
         """The task's row (of ``kind``; None: any proxied kind), if ``user`` may see it (its
         owner or an admin); NotFound for everyone else, as for a task that does not exist."""
         row = self._commands.get(task_id, kind)
-        if row.task_type not in KINDS or (not user.admin and row.owner_id != user.id):
+        if row.task_type not in KINDS or (not user.admin and row.owner_id != user.id) or (
+                self.rbac is not None and not self.rbac.grants(user).can(Perm.UPDATE_NSC, row.workspace_id)):
             what = KINDS[kind].cli if kind in KINDS else "task"
             raise NotFound(f"{what} {task_id} not found; det {what} list shows them")
         return row

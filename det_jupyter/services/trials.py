@@ -84,6 +84,7 @@ class TrialService:
         self.experiments: Any = None  # ExperimentService, wired by the Master
         self.searcher_batch: Any = None  # SearcherBatcher, wired by the Master
         self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
+        self.on_trial_end: Callable[[int], None] = lambda _tid: None  # after its end commits: GC
 
     # -- effects that must wait for the caller's transaction to commit ------------------
 
@@ -223,6 +224,7 @@ class TrialService:
 
     def _end(self, conn: sa.Connection, trial_id: int, state: State) -> None:
         conn.execute(_END, {"trial_id": trial_id, "state": state.value, "end_time": self._clock.now()})
+        self._deferred.append(lambda: self.on_trial_end(trial_id))
 
     # -- running ------------------------------------------------------------------------
 

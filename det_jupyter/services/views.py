@@ -66,8 +66,17 @@ class Views:
         self, *, ids: list[int] | None = None, users: list[str] | None = None, states: list[str] | None = None,
         archived: bool | None = None, name: str | None = None, project_id: int | None = None,
         offset: int = 0, limit: int = 0, descending: bool = False,
+        workspace_ids: frozenset[int] | None = None,
     ) -> tuple[list[ExperimentView], int]:
-        q = sa.select(t.experiments, t.users.c.username).join(t.users, t.users.c.id == t.experiments.c.owner_id)
+        """``workspace_ids``: only experiments in those workspaces (None: all)."""
+        q = (sa.select(t.experiments, t.users.c.username, t.projects.c.name.label("project_name"),
+                       t.projects.c.workspace_id, t.workspaces.c.name.label("workspace_name"))
+             .join(t.users, t.users.c.id == t.experiments.c.owner_id)
+             .join(t.projects, t.projects.c.id == t.experiments.c.project_id)
+             .join(t.workspaces, t.workspaces.c.id == t.projects.c.workspace_id))
+        if workspace_ids is not None:
+            q = q.where(t.experiments.c.project_id.in_(
+                sa.select(t.projects.c.id).where(t.projects.c.workspace_id.in_(sorted(workspace_ids)))))
         if ids is not None:
             q = q.where(t.experiments.c.id.in_(ids))
         if users:

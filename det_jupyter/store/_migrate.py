@@ -83,11 +83,52 @@ def _v4_interactive(conn: sa.Connection) -> None:
     conn.execute(sa.text("ALTER TABLE commands ADD COLUMN proxy_address VARCHAR(255)"))
 
 
+def _v5_governance(conn: sa.Connection) -> None:
+    """Groups, role assignments, models and versions, templates; access tokens beside
+    sessions; the workspace of interactive tasks."""
+    existing = set(sa.inspect(conn).get_table_names())
+    for table in t.GOVERNANCE_TABLES:
+        if table.name not in existing:
+            table.create(conn)
+    if "kind" not in {c["name"] for c in sa.inspect(conn).get_columns("user_sessions")}:
+        conn.execute(sa.text("ALTER TABLE user_sessions ADD COLUMN kind VARCHAR(16) NOT NULL "
+                             "DEFAULT 'session'"))
+        conn.execute(sa.text("ALTER TABLE user_sessions ADD COLUMN description TEXT"))
+    if "workspace_id" not in {c["name"] for c in sa.inspect(conn).get_columns("commands")}:
+        conn.execute(sa.text("ALTER TABLE commands ADD COLUMN workspace_id INTEGER NOT NULL DEFAULT 1"))
+    if "key" not in {c["name"] for c in sa.inspect(conn).get_columns("projects")}:
+        json_type = t.projects.c.notes.type.compile(dialect=conn.dialect)
+        conn.execute(sa.text("ALTER TABLE projects ADD COLUMN key VARCHAR(16)"))
+        conn.execute(sa.text(f"ALTER TABLE projects ADD COLUMN notes {json_type}"))
+        conn.execute(sa.text("ALTER TABLE projects ADD COLUMN created_at FLOAT"))
+        for pid in conn.execute(sa.select(t.projects.c.id)).scalars().all():
+            key = "UNCAT" if pid == 1 else f"P{pid}"
+            conn.execute(sa.update(t.projects).where(t.projects.c.id == pid).values(key=key))
+        next(ix for ix in t.projects.indexes if ix.name == "ix_projects_key").create(conn)
+        if conn.dialect.name == "postgresql":  # Uncategorized's explicit id left them behind
+            for table in ("workspaces", "projects"):
+                conn.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                                     f"COALESCE(MAX(id), 0) + 1, false) FROM {table}"))
+    # A database from before roles: admins become ClusterAdmin, everyone else Editor on
+    # Uncategorized, and each workspace's creator its WorkspaceAdmin (what they could do before).
+    if conn.execute(sa.select(sa.func.count()).select_from(t.role_assignments)).scalar_one():
+        return
+    for uid, admin in conn.execute(sa.select(t.users.c.id, t.users.c.admin)).all():
+        if admin:
+            conn.execute(sa.insert(t.role_assignments).values(role="ClusterAdmin", user_id=uid))
+        elif conn.execute(sa.select(t.workspaces.c.id).where(t.workspaces.c.id == 1)).first():
+            conn.execute(sa.insert(t.role_assignments).values(role="Editor", user_id=uid, workspace_id=1))
+    for ws, uid in conn.execute(sa.select(t.workspaces.c.id, t.workspaces.c.user_id)
+                                .where(t.workspaces.c.id != 1)).all():
+        conn.execute(sa.insert(t.role_assignments).values(role="WorkspaceAdmin", user_id=uid, workspace_id=ws))
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
     (3, _v3_jobs),
     (4, _v4_interactive),
+    (5, _v5_governance),
 ]
 
 

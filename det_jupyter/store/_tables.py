@@ -50,6 +50,9 @@ user_sessions = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("expires_at", sa.Float, nullable=False),
     sa.Column("revoked", sa.Boolean, nullable=False, default=False),
+    # Migration 5: a long-lived access token (det token create) rather than a login session.
+    sa.Column("kind", sa.String(16), nullable=False, server_default="session"),
+    sa.Column("description", sa.Text),
 )
 
 workspaces = sa.Table(
@@ -73,6 +76,12 @@ projects = sa.Table(
     sa.Column("archived", sa.Boolean, nullable=False, default=False),
     sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
     sa.UniqueConstraint("workspace_id", "name"),
+    # Migration 5: the project's short key (unique, upper case), its notes
+    # ([{"name", "contents"}]) and when it was made.
+    sa.Column("key", sa.String(16)),
+    sa.Column("notes", JSON),
+    sa.Column("created_at", sa.Float),
+    sa.Index("ix_projects_key", "key", unique=True),
 )
 
 checkpoint_storages = sa.Table(
@@ -202,6 +211,8 @@ commands = sa.Table(
     sa.Column("task_type", sa.String(32), nullable=False, server_default="COMMAND"),
     sa.Column("proxy_token", sa.String(128)),
     sa.Column("proxy_address", sa.String(255)),
+    # Migration 5: the workspace a task belongs to (its viewers may see it).
+    sa.Column("workspace_id", sa.Integer, nullable=False, server_default="1"),
 )
 
 # A job: what the queue orders and an admin edits (an experiment now; notebooks and commands
@@ -287,3 +298,86 @@ task_logs = sa.Table(
     sa.Index("ix_task_logs_task", "task_id", "id"),
     sa.Index("ix_task_logs_trial", "trial_id", "id"),
 )
+
+
+# -- Migration 5: governance (groups, roles, models, templates) ----------------------------
+
+user_groups = sa.Table(
+    "user_groups",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+)
+
+group_members = sa.Table(
+    "group_members",
+    metadata,
+    sa.Column("group_id", sa.Integer, sa.ForeignKey("user_groups.id"), primary_key=True),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+)
+
+# One role given to a user or a group, on one workspace or (workspace_id NULL) the cluster.
+role_assignments = sa.Table(
+    "role_assignments",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("role", sa.String(64), nullable=False),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id")),
+    sa.Column("group_id", sa.Integer, sa.ForeignKey("user_groups.id")),
+    sa.Column("workspace_id", sa.Integer, sa.ForeignKey("workspaces.id")),
+    sa.UniqueConstraint("role", "user_id", "group_id", "workspace_id"),
+)
+
+models = sa.Table(
+    "models",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("labels", JSON, nullable=False),
+    sa.Column("meta", JSON, nullable=False),
+    sa.Column("notes", sa.Text, nullable=False, default=""),
+    sa.Column("workspace_id", sa.Integer, sa.ForeignKey("workspaces.id"), nullable=False),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("archived", sa.Boolean, nullable=False, default=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+model_versions = sa.Table(
+    "model_versions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("model_id", sa.Integer, sa.ForeignKey("models.id"), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("checkpoint_uuid", sa.String(64), nullable=False, index=True),
+    sa.Column("name", sa.String(255), nullable=False, default=""),
+    sa.Column("comment", sa.Text, nullable=False, default=""),
+    sa.Column("labels", JSON, nullable=False),
+    sa.Column("meta", JSON, nullable=False),
+    sa.Column("notes", sa.Text, nullable=False, default=""),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("model_id", "version"),
+)
+
+templates = sa.Table(
+    "templates",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("config", JSON, nullable=False),
+    sa.Column("workspace_id", sa.Integer, sa.ForeignKey("workspaces.id"), nullable=False),
+)
+
+# A workspace a user pinned (Determined's pins are per user).
+workspace_pins = sa.Table(
+    "workspace_pins",
+    metadata,
+    sa.Column("workspace_id", sa.Integer, sa.ForeignKey("workspaces.id"), primary_key=True),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+    sa.Column("pinned_at", sa.Float, nullable=False),
+)
+
+GOVERNANCE_TABLES = (user_groups, group_members, role_assignments, models, model_versions, templates,
+                     workspace_pins)

@@ -184,12 +184,26 @@ export function taskPath(kind: TaskKind, id: string): string {
 }
 
 /**
- * Where the browser opens a task: through the master's proxy, with the ticket the master trades
- * for a cookie (it then redirects to the same address without it). A notebook opens on
- * JupyterLab (`lab`), a TensorBoard on its root.
+ * Where the browser opens a task: its `proxyUrl` (the master's answer names the task's address
+ * on the proxy's own origin, apart from the master's, so the task's pages cannot call the
+ * master's API) or, from a master that gives none, `<baseUrl>proxy/<id>/`; with the ticket the
+ * proxy trades for a cookie (it then redirects to the same address without it). A notebook
+ * opens on JupyterLab (`lab`), a TensorBoard on its root.
  */
-export function taskUrl(baseUrl: string, kind: TaskKind, id: string, ticket: string): string {
-  const base = baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`;
+export function taskUrl(
+  baseUrl: string,
+  kind: TaskKind,
+  id: string,
+  ticket: string,
+  proxyUrl: unknown = null
+): string {
   const page = kind === 'notebook' ? 'lab' : '';
-  return `${base}proxy/${encodeURIComponent(id)}/${page}?det_ticket=${encodeURIComponent(ticket)}`;
+  let base: string;
+  if (typeof proxyUrl === 'string' && /^https?:\/\/[^/]+\/proxy\//.test(proxyUrl)) {
+    base = proxyUrl.endsWith('/') ? proxyUrl : `${proxyUrl}/`;
+  } else {
+    const root = baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`;
+    base = `${root}proxy/${encodeURIComponent(id)}/`;
+  }
+  return `${base}${page}?det_ticket=${encodeURIComponent(ticket)}`;
 }

@@ -243,7 +243,13 @@ export class DetSidebar extends Widget {
       if (typeof body.ticket !== 'string' || body.ticket === '') {
         throw new Error(`the master gave no ticket for ${row.kind} ${row.id}`);
       }
-      const url = taskUrl(this._api.baseUrl, row.kind, row.id, body.ticket);
+      const url = taskUrl(
+        this._api.baseUrl,
+        row.kind,
+        row.id,
+        body.ticket,
+        body[row.kind]?.proxyUrl
+      );
       if (tab) {
         tab.opener = null; // the task's pages get no handle on this window
         tab.location.href = url;

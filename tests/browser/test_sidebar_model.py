@@ -73,5 +73,14 @@ def test_task_links(tmp_path: Path) -> None:
         "http://h:1/base/proxy/nb-1/lab?det_ticket=1.2.a%2Bb"
     assert call(tmp_path, "taskUrl", "http://h:1", "tensorboard", "tb-1", "t") == \
         "http://h:1/proxy/tb-1/?det_ticket=t"
+    # The master's proxyUrl (the proxy's own origin) wins; anything but an http(s) URL of a
+    # /proxy/ path is ignored for the master's own /proxy/ path (which redirects there).
+    assert call(tmp_path, "taskUrl", "http://h:1/base/", "notebook", "nb-1", "t", "http://h:2/proxy/nb-1/") == \
+        "http://h:2/proxy/nb-1/lab?det_ticket=t"
+    assert call(tmp_path, "taskUrl", "http://h:1", "tensorboard", "tb-1", "t", "http://h:2/proxy/tb-1") == \
+        "http://h:2/proxy/tb-1/?det_ticket=t"
+    for bad in ("javascript:alert(1)//http://h:2/proxy/", "//evil/proxy/x/", "http://evil", 7, None):
+        assert call(tmp_path, "taskUrl", "http://h:1", "notebook", "nb-1", "t", bad) == \
+            "http://h:1/proxy/nb-1/lab?det_ticket=t"
     assert call(tmp_path, "taskPath", "tensorboard", "tb-1") == "api/v1/tensorboards/tb-1"
     assert call(tmp_path, "taskPath", "notebook", "nb-1") == "api/v1/notebooks/nb-1"

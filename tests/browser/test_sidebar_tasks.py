@@ -1,6 +1,6 @@
 """The sidebar's "Notebooks & TensorBoards" section in headless Chromium against a real master:
 a notebook launched over the REST API shows up (queued, then running), its Open button opens the
-proxied JupyterLab in a new tab (ticket traded for a cookie), and the row goes once it is killed;
+proxied JupyterLab in a new tab, on the proxy's own origin (ticket traded for a cookie), and the row goes once it is killed;
 likewise a TensorBoard over a finished experiment (skipped without the tensorboard package).
 
 Needs what ``conftest.py`` says (Chromium, playwright, the built extension); screenshots go
@@ -113,9 +113,12 @@ def test_sidebar_lists_notebooks(page: Any, notebook: str, queued_notebook: str,
 
 
 def test_open_button_opens_proxied_jupyterlab(page: Any, notebook: str, lab: tuple[MasterProcess, str],
+                                              admin: Client,
                                               screenshot: Callable[[Any, str], Path]) -> None:
     expect = sync_api.expect
     master, _ = lab
+    proxy = nbh.proxy_origin(admin, notebook)  # the proxy's own origin, not the master's
+    assert proxy != master.url
     row = _row(page, notebook)
     expect(row.locator(".det-Sidebar-state")).to_have_text("running", timeout=START_TIMEOUT_MS)
     with page.context.expect_page() as info:
@@ -124,7 +127,7 @@ def test_open_button_opens_proxied_jupyterlab(page: Any, notebook: str, lab: tup
     try:
         tab.set_default_timeout(90_000)
         # The ticket link (`?det_ticket=…`) is traded for a cookie and redirected away.
-        tab.wait_for_url(re.compile(rf"^{re.escape(master.url)}/proxy/{notebook}/lab(?!.*det_ticket)"))
+        tab.wait_for_url(re.compile(rf"^{re.escape(proxy)}/proxy/{notebook}/lab(?!.*det_ticket)"))
         expect(tab).to_have_title(re.compile("JupyterLab"))
         expect(tab.locator("#jp-main-dock-panel")).to_be_visible()
         # Loaded, not just the shell: the splash is gone and the file browser lists the root.
@@ -176,7 +179,8 @@ def test_sidebar_lists_and_opens_tensorboard(page: Any, admin: Client, lab: tupl
         tab = info.value
         try:
             tab.set_default_timeout(90_000)
-            tab.wait_for_url(re.compile(rf"^{re.escape(master.url)}/proxy/{tb_id}/(?!.*det_ticket)"))
+            proxy = nbh.proxy_origin(admin, tb_id, "tensorboard")
+            tab.wait_for_url(re.compile(rf"^{re.escape(proxy)}/proxy/{tb_id}/(?!.*det_ticket)"))
             expect(tab).to_have_title(re.compile("TensorBoard"))
             # Its scalars dashboard found the trial's run.
             expect(tab.get_by_text(f"experiment_{exp_id}").first).to_be_visible()

@@ -88,7 +88,8 @@ def test_create_follow_list_describe_logs_wait(det_env, master: MasterProcess, t
 
 def test_describe_lists_trial_and_workloads(det_env, master: MasterProcess, tmp_path: Path) -> None:
     url, client = master.url, master.admin()
-    cfg = f.write_config(tmp_path, f.steps_config(det_env.python, name="cli-describe", length=10))
+    cfg = f.write_config(tmp_path, f.steps_config(det_env.python, name="cli-describe", length=10,
+                                                  checkpoint_storage={"save_trial_latest": 2}))
     res = det_env.det(["e", "create", str(cfg), str(f.STEPS_DIR)], url, **ADMIN)
     assert res.returncode == 0, res.stderr
     exp_id = f.created_id(res.stdout)

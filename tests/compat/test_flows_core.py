@@ -23,7 +23,9 @@ def _run(client, det_env, **kw) -> tuple[int, dict]:
 
 def test_metrics_and_checkpoints_reach_the_master(det_env, master: MasterProcess) -> None:
     client = master.admin()
-    exp_id, t = _run(client, det_env, name="core-metrics", length=10, hparams={"x": 2})
+    # Keep both checkpoints (the default GC policy would delete the one at 5, not the best).
+    exp_id, t = _run(client, det_env, name="core-metrics", length=10, hparams={"x": 2},
+                     checkpoint_storage={"save_trial_latest": 2})
     assert f.wait_state(client, exp_id, TERMINAL, timeout=60) == "STATE_COMPLETED"
     tid = t["id"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from det_jupyter.errors import Forbidden, InvalidRequest, NotFound
+from det_jupyter.errors import InvalidRequest, NotFound
 from det_jupyter.rm.config import parse_resources
 from det_jupyter.services.auth import User
 from det_jupyter.services.job_control import JobControl, QueueUpdate
@@ -79,11 +79,10 @@ def test_bad_values_are_refused_by_name(bad: dict) -> None:
         QueueUpdate("j", **bad)
 
 
-def test_only_the_owner_or_an_admin_edits_a_job(engine: sa.Engine, control: JobControl) -> None:
+def test_who_may_edit_a_job_is_the_callers_role_check(engine: sa.Engine, control: JobControl) -> None:
+    """JobControl applies what the API authorized (UPDATE_EXPERIMENT / UPDATE_NSC on the job's
+    workspace, checked by the route; see tests/integration/test_authz_matrix.py)."""
     owner = make_user(engine, "owner")
     other = User(id=make_user(engine, "other"), username="other", admin=False, active=True)
     _jobs(engine, owner, ("a", 42, 1.0, ""))
-    with pytest.raises(Forbidden):
-        control.update(other, [QueueUpdate("a", priority=3)])
-    me = User(id=owner, username="owner", admin=False, active=True)
-    control.update(me, [QueueUpdate("a", priority=3)])
+    control.update(other, [QueueUpdate("a", priority=3)])

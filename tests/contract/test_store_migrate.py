@@ -125,15 +125,39 @@ def test_step_4_keeps_commands_and_makes_them_commands(engine: sa.Engine) -> Non
     with engine.begin() as conn:
         for column in ("task_type", "proxy_token", "proxy_address"):
             conn.execute(sa.text(f"ALTER TABLE commands DROP COLUMN {column}"))
-        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version == 4))
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version >= 4))
         conn.execute(sa.insert(t.users).values(username="u4", password_hash="x", admin=False,
                                                active=True, created_at=1.0, modified_at=1.0))
         user_id = conn.execute(sa.select(t.users.c.id).where(t.users.c.username == "u4")).scalar_one()
         conn.execute(sa.text(
             "INSERT INTO commands (task_id, job_id, owner_id, description, config, start_time) "
             "VALUES ('cmd-1', 'job-1', :u, 'old', '{}', 1.0)"), {"u": user_id})
-    assert migrate(engine) == 4
+    assert migrate(engine) == max(number for number, _ in _migrate.MIGRATIONS)
     with engine.connect() as conn:
         row = conn.execute(sa.select(t.commands).where(t.commands.c.task_id == "cmd-1")).one()
     assert (row.task_type, row.proxy_token, row.proxy_address, row.description) == (
         "COMMAND", None, None, "old")
+
+
+def test_step_5_gives_the_users_of_an_older_database_what_they_could_do(engine: sa.Engine) -> None:
+    """A database from before roles (version 4): admins become ClusterAdmin, everyone else
+    Editor on Uncategorized, and a workspace's creator its WorkspaceAdmin; run once only."""
+    with engine.begin() as conn:
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version == 5))
+        conn.execute(sa.delete(t.role_assignments))
+        ids = {}
+        for name, admin in (("boss", True), ("worker", False)):
+            conn.execute(sa.insert(t.users).values(username=name, password_hash="x", admin=admin,
+                                                   active=True, created_at=1.0, modified_at=1.0))
+            ids[name] = conn.execute(sa.select(t.users.c.id).where(t.users.c.username == name)).scalar_one()
+        if conn.execute(sa.select(t.workspaces.c.id).where(t.workspaces.c.id == 1)).first() is None:
+            conn.execute(sa.insert(t.workspaces).values(id=1, name="Uncategorized", immutable=True,
+                                                        archived=False, user_id=ids["boss"]))
+        conn.execute(sa.insert(t.workspaces).values(id=7, name="team", immutable=False, archived=False,
+                                                    user_id=ids["worker"]))
+    assert migrate(engine) == max(number for number, _ in _migrate.MIGRATIONS)
+    with engine.connect() as conn:
+        got = {(r.role, r.user_id, r.workspace_id) for r in conn.execute(sa.select(t.role_assignments))}
+    assert ("ClusterAdmin", ids["boss"], None) in got
+    assert ("Editor", ids["worker"], 1) in got
+    assert ("WorkspaceAdmin", ids["worker"], 7) in got

@@ -25,8 +25,22 @@ def wait_running(client: Client, nb_id: str, timeout: float = 90) -> None:
              what=f"notebook {nb_id} running")
 
 
+def proxy_origin(client: Client, task_id: str, kind: str = "notebook") -> str:
+    """The proxy's own origin (``scheme://host:port``), from the task's ``proxyUrl``: the
+    master serves ``/proxy/`` there, not on its own origin (reliability P4)."""
+    url = client.get(f"/api/v1/{kind}s/{task_id}")[kind]["proxyUrl"]
+    origin, sep, _ = url.partition("/proxy/")
+    assert sep and origin.startswith("http://"), url
+    return origin
+
+
+def proxy_client(client: Client, task_id: str, kind: str = "notebook") -> Client:
+    """``client``'s credentials, on the proxy's origin."""
+    return Client(proxy_origin(client, task_id, kind), client.token)
+
+
 def start_kernel(client: Client, nb_id: str) -> str:
-    return client.post(f"/proxy/{nb_id}/api/kernels", {"name": "python3"})["id"]
+    return proxy_client(client, nb_id).post(f"/proxy/{nb_id}/api/kernels", {"name": "python3"})["id"]
 
 
 def ws_url(base: str, nb_id: str, kernel_id: str) -> str:

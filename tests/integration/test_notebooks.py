@@ -1,5 +1,5 @@
 """Notebooks on a real master and agent: JupyterLab as a task, reached only through the master's
-proxy. A kernel cell runs over the proxied websocket; another user, a missing or foreign
+proxy, on the proxy's own origin (test_proxy_origin.py covers what the master's origin does). A kernel cell runs over the proxied websocket; another user, a missing or foreign
 credential and a forged path all get 404 (reliability P1, P2, P3); a queued notebook gets a
 waiting page that says why; idle notebooks are culled and busy ones are not (P5)."""
 
@@ -55,17 +55,18 @@ def raw_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict,
 
 def test_a_kernel_cell_runs_over_the_proxied_websocket(cluster: MasterProcess, notebook: str) -> None:
     client = cluster.admin()
-    status = client.get(f"/proxy/{notebook}/api/status")
+    proxy = nbh.proxy_client(client, notebook)
+    status = proxy.get(f"/proxy/{notebook}/api/status")
     assert "started" in status
     kernel = nbh.start_kernel(client, notebook)
-    out = asyncio.run(nbh.run_cell(nbh.ws_url(cluster.url, notebook, kernel),
+    out = asyncio.run(nbh.run_cell(nbh.ws_url(proxy.url, notebook, kernel),
                                    {"Authorization": f"Bearer {client.token}"}, "print(6 * 7)"))
     assert out.strip() == "42"
     # The lab UI itself is served under the proxy path.
-    code, _, body = raw_get(f"{cluster.url}/proxy/{notebook}/lab",
+    code, _, body = raw_get(f"{proxy.url}/proxy/{notebook}/lab",
                             {"Authorization": f"Bearer {client.token}"})
     assert code == 200 and b"jupyter" in body.lower()
-    client.request("DELETE", f"/proxy/{notebook}/api/kernels/{kernel}")
+    proxy.request("DELETE", f"/proxy/{notebook}/api/kernels/{kernel}")
     # It is a job like any other: listed in the queue as a notebook.
     jobs = client.get("/api/v1/job-queues-v2")["jobs"]
     assert any(j["full"]["type"] == "TYPE_NOTEBOOK" and j["full"]["entityId"] == notebook
@@ -74,17 +75,23 @@ def test_a_kernel_cell_runs_over_the_proxied_websocket(cluster: MasterProcess, n
 
 def test_other_users_and_missing_credentials_get_404(cluster: MasterProcess, notebook: str) -> None:
     other = Client(cluster.url, cluster.login("determined", ADMIN_PASSWORD))
+    proxy = nbh.proxy_origin(cluster.admin(), notebook)
     for path in (f"/api/v1/notebooks/{notebook}", f"/proxy/{notebook}/api/status"):
         with pytest.raises(ApiError) as err:
             other.get(path)
         assert err.value.status == 404
+    with pytest.raises(ApiError) as err:
+        Client(proxy, other.token).get(f"/proxy/{notebook}/api/status")
+    assert err.value.status == 404
     assert notebook not in {n["id"] for n in other.get("/api/v1/notebooks")["notebooks"]}
-    # Nobody, a bad token, another user: the same 404, over HTTP and websocket alike.
+    # Nobody, a bad token, another user: the same 404, over HTTP and websocket alike, on the
+    # master's origin (no redirect for them) and on the proxy's.
     kernel = nbh.start_kernel(cluster.admin(), notebook)
-    url = nbh.ws_url(cluster.url, notebook, kernel)
+    url = nbh.ws_url(proxy, notebook, kernel)
     for headers in ({}, {"Authorization": "Bearer not-a-token"},
                     {"Authorization": f"Bearer {other.token}"}):
-        assert raw_get(f"{cluster.url}/proxy/{notebook}/api/kernels", headers)[0] == 404
+        for origin in (cluster.url, proxy):
+            assert raw_get(f"{origin}/proxy/{notebook}/api/kernels", headers)[0] == 404
         assert asyncio.run(nbh.ws_status(url, headers)) == 404
 
 
@@ -93,19 +100,21 @@ def test_tickets_are_good_for_their_own_notebook_only(cluster: MasterProcess, no
     second = nbh.launch(client, resources={"slots": 0})
     nbh.wait_running(client, second)
     ticket = client.get(f"/api/v1/notebooks/{notebook}")["ticket"]
+    proxy = nbh.proxy_origin(client, notebook)
     # The link's ticket becomes a cookie of this notebook's path, and leaves the address bar.
-    code, headers, _ = raw_get(f"{cluster.url}/proxy/{notebook}/lab?det_ticket={ticket}")
+    code, headers, _ = raw_get(f"{proxy}/proxy/{notebook}/lab?det_ticket={ticket}")
     assert code == 302 and headers["Location"] == f"/proxy/{notebook}/lab"
     cookie = headers["Set-Cookie"]
     assert "HttpOnly" in cookie and f"Path=/proxy/{notebook}/" in cookie and "SameSite=Lax" in cookie
     jar = {"Cookie": cookie.split(";", 1)[0]}
-    assert raw_get(f"{cluster.url}/proxy/{notebook}/api/status", jar)[0] == 200
+    assert raw_get(f"{proxy}/proxy/{notebook}/api/status", jar)[0] == 200
     # The same ticket on the other notebook: in the URL, as the cookie, on the websocket (P1).
-    assert raw_get(f"{cluster.url}/proxy/{second}/api/status?det_ticket={ticket}")[0] == 404
-    assert raw_get(f"{cluster.url}/proxy/{second}/api/status", jar)[0] == 404
+    for origin in (cluster.url, proxy):
+        assert raw_get(f"{origin}/proxy/{second}/api/status?det_ticket={ticket}")[0] == 404
+        assert raw_get(f"{origin}/proxy/{second}/api/status", jar)[0] == 404
+        assert raw_get(f"{origin}/proxy/{notebook}/api/status?det_ticket=1.9999999999.forged")[0] == 404
     kernel = nbh.start_kernel(client, second)
-    assert asyncio.run(nbh.ws_status(nbh.ws_url(cluster.url, second, kernel), jar)) == 404
-    assert raw_get(f"{cluster.url}/proxy/{notebook}/api/status?det_ticket=1.9999999999.forged")[0] == 404
+    assert asyncio.run(nbh.ws_status(nbh.ws_url(proxy, second, kernel), jar)) == 404
     client.post(f"/api/v1/notebooks/{second}/kill")
 
 
@@ -140,8 +149,9 @@ def test_forged_paths_reach_nothing(cluster: MasterProcess, notebook: str) -> No
                  f"/proxy/{notebook}/../{target}/", f"/proxy/{notebook}/%2e%2e/%2e%2e/api/v1/me",
                  f"/proxy/{notebook}/..%2f..%2fapi/v1/me", f"/proxy/user:pass@{target}/x",
                  f"/proxy/{notebook}/api/%252e%252e/%252e%252e/etc/passwd"):
-        code, _, body = raw_get(cluster.url + path, auth)
-        assert code == 404, (path, code, body[:200])
+        for origin in (cluster.url, nbh.proxy_origin(client, notebook)):
+            code, _, body = raw_get(origin + path, auth)
+            assert code == 404, (origin, path, code, body[:200])
     time.sleep(0.5)
     assert listener.count == 0
     listener.sock.close()
@@ -151,11 +161,13 @@ def test_error_pages_reflect_nothing(cluster: MasterProcess) -> None:
     """P3: no unescaped ``<`` from the request in any proxy response; HTML carries a CSP."""
     client = cluster.admin()
     evil = "%3Csvg%20onload%3Dalert(1)%3E"
-    code, headers, body = raw_get(f"{cluster.url}/proxy/{evil}/{evil}?x={evil}",
-                                  {"Authorization": f"Bearer {client.token}", "Accept": "text/html"})
-    assert code == 404 and b"<" not in body
     queued = nbh.launch(client, resources={"slots": 64}, description="<svg onload=alert(1)>")
-    code, headers, body = raw_get(f"{cluster.url}/proxy/{queued}/lab",
+    proxy = nbh.proxy_origin(client, queued)
+    for origin in (cluster.url, proxy):
+        code, headers, body = raw_get(f"{origin}/proxy/{evil}/{evil}?x={evil}",
+                                      {"Authorization": f"Bearer {client.token}", "Accept": "text/html"})
+        assert code == 404 and b"<" not in body
+    code, headers, body = raw_get(f"{proxy}/proxy/{queued}/lab",
                                   {"Authorization": f"Bearer {client.token}", "Accept": "text/html"})
     assert code == 503 and headers["Retry-After"] == "2"
     assert b"<svg" not in body and b"&lt;svg onload=alert(1)&gt;" in body
@@ -180,8 +192,9 @@ def test_idle_notebooks_are_culled_and_busy_ones_are_not(cluster: MasterProcess,
     ready_at = time.monotonic()
     busy_kernel = nbh.start_kernel(client, busy)
     chatty_kernel = nbh.start_kernel(client, chatty)
+    proxy = nbh.proxy_origin(client, busy)
     # The busy kernel runs a long cell; its websocket is gone once the cell is sent.
-    busy_url = nbh.ws_url(cluster.url, busy, busy_kernel)
+    busy_url = nbh.ws_url(proxy, busy, busy_kernel)
 
     async def start_long_cell() -> None:
         from tornado import httpclient, websocket
@@ -191,7 +204,7 @@ def test_idle_notebooks_are_culled_and_busy_ones_are_not(cluster: MasterProcess,
         conn.close()
 
     asyncio.run(start_long_cell())
-    chatty_url = nbh.ws_url(cluster.url, chatty, chatty_kernel)
+    chatty_url = nbh.ws_url(proxy, chatty, chatty_kernel)
     stop = threading.Event()
 
     def chat() -> None:  # kernel traffic through the proxy every 2 s

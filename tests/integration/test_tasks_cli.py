@@ -51,7 +51,9 @@ def test_notebook_start_runs_and_its_link_opens_it(env: dict[str, str], tmp_path
             break
     assert done.returncode == 0, done.stderr
     url = re.search(r"^URL: (\S+)$", done.stdout, re.M)
-    assert url and url.group(1).startswith(f"{env['DET_MASTER']}/proxy/{nb_id}/lab?det_ticket=")
+    # The link names the proxy's own origin: the master's host, another port.
+    proxy = re.match(rf"^(http://127\.0\.0\.1:\d+)/proxy/{nb_id}/lab\?det_ticket=", url.group(1) if url else "")
+    assert proxy and proxy.group(1) != env["DET_MASTER"].rstrip("/"), done.stdout
     assert f"Notebook {nb_id} is running" in done.stdout
     assert "starting JupyterLab" in done.stderr  # the status line said what it waited for
 
@@ -60,15 +62,17 @@ def test_notebook_start_runs_and_its_link_opens_it(env: dict[str, str], tmp_path
     with browser.open(url.group(1), timeout=30) as resp:  # 302 -> the lab page, cookie set
         assert resp.status == 200 and resp.url.endswith(f"/proxy/{nb_id}/lab")
     assert any(c.name == "det_proxy" for c in jar)
+    # The master's own /proxy/ path sends the browser (its cookie) to the proxy's origin.
     with browser.open(f"{env['DET_MASTER']}/proxy/{nb_id}/api/status", timeout=30) as resp:
         assert resp.status == 200 and "started" in json.loads(resp.read())
+        assert resp.url == f"{proxy.group(1)}/proxy/{nb_id}/api/status"
 
     listed = det(env, "notebook", "list").stdout.splitlines()
     assert [h.strip() for h in listed[0].split("|")][:4] == ["ID", "Owner", "Description", "State"]
     row = next(line for line in listed if line.startswith(nb_id))
     assert "RUNNING" in row and "admin" in row
     opened = det(env, "notebook", "open", nb_id, "--no-browser").stdout.strip()
-    assert opened.startswith(f"{env['DET_MASTER']}/proxy/{nb_id}/lab?det_ticket=")
+    assert opened.startswith(f"{proxy.group(1)}/proxy/{nb_id}/lab?det_ticket=")
     assert f"Killed notebook {nb_id}" in det(env, "notebook", "kill", nb_id).stdout
     ended = json.loads(det(env, "notebook", "ls", "--json").stdout)
     mine = next(n for n in ended if n["id"] == nb_id)

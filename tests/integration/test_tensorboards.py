@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests._master import ADMIN_PASSWORD, ApiError, Client, MasterProcess, wait_experiment, wait_for
+from tests.integration import _notebooks as nbh
 from tests.integration._exp import submit_counter, trials
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -152,7 +153,9 @@ def test_det_tensorboard_start_list_kill(cluster: MasterProcess, experiment: tup
     match = re.search(r"TensorBoard (\S+) is running: (\S+)", out)
     assert match, out
     tb_id, url = match.groups()
-    assert url == f"{cluster.url}/proxy/{tb_id}/?det_ticket=" + url.split("det_ticket=")[1]
+    # The link names the proxy's own origin (another port of the master's host), not the master's.
+    proxy = nbh.proxy_origin(cluster.admin(), tb_id, "tensorboard")
+    assert proxy != cluster.url and url == f"{proxy}/proxy/{tb_id}/?det_ticket=" + url.split("det_ticket=")[1]
     listed = det("tensorboard", "list")
     assert tb_id in listed and str(experiment[1]) in listed
     assert det("tensorboard", "open", tb_id, "--no-browser").strip().startswith(url.split("?")[0])

@@ -94,6 +94,15 @@ def test_other_storage_type_does_not_inherit_master_keys() -> None:
     assert out["checkpoint_storage"]["save_trial_latest"] == 1
 
 
+def test_storage_without_a_type_is_the_masters_with_its_policies() -> None:
+    out = expand({**MINIMAL, "checkpoint_storage": {"save_trial_latest": 4, "save_trial_best": 0}})
+    assert out["checkpoint_storage"]["type"] == "shared_fs"
+    assert out["checkpoint_storage"]["host_path"] == "/data/checkpoints"
+    assert (out["checkpoint_storage"]["save_trial_latest"], out["checkpoint_storage"]["save_trial_best"]) == (4, 0)
+    with pytest.raises(InvalidConfig, match="save_trial_latest"):
+        expand({**MINIMAL, "checkpoint_storage": {"save_trial_latest": -1}})
+
+
 def test_expansion_never_mutates_input_and_is_deterministic() -> None:
     config = {**MINIMAL, "hyperparameters": {"lr": 0.1, "g": {"n": {"type": "int", "minval": 1, "maxval": 3}}},
               "environment": {"environment_variables": ["A=1"]}}

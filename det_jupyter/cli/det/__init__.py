@@ -14,7 +14,20 @@ from collections.abc import Sequence
 from det_jupyter import __version__
 from det_jupyter.client import DetClientError
 
-from . import _checkpoints, _cluster, _experiments, _shell, _tasks, _tensorboard
+from . import (
+    _checkpoints,
+    _cluster,
+    _experiments,
+    _models,
+    _rbac,
+    _shell,
+    _tasks,
+    _templates,
+    _tensorboard,
+    _tokens,
+    _users,
+    _workspaces,
+)
 from ._common import CommandError
 from ._table import format_pairs, format_table
 
@@ -31,11 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--version", action="version", version=f"det (det-jupyter) {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _experiments.add_parsers(sub)
+    _workspaces.add_parsers(sub)
     _checkpoints.add_parsers(sub)
+    _models.add_parsers(sub)
     _cluster.add_parsers(sub)
     _tasks.add_parsers(sub)
     _tensorboard.add_parsers(sub)
     _shell.add_parsers(sub)
+    _rbac.add_parsers(sub)
+    _users.add_parsers(sub)
+    _tokens.add_parsers(sub)
+    _templates.add_parsers(sub)
     return parser
 
 

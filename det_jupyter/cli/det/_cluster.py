@@ -1,4 +1,5 @@
-"""``det user …``, ``det master info``, ``det job list``, ``det agent list``, ``det slot list``."""
+"""``det user login|logout|whoami`` (their parsers: _users), ``det master info``, ``det job …``,
+``det agent …``, ``det slot …``."""
 
 from __future__ import annotations
 
@@ -136,15 +137,7 @@ def slot_list(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    u = sub.add_parser("user", aliases=["u"], help="log in and out")
-    usub = u.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
-    p = usub.add_parser("login", help="log in (the password from DET_PASS, a prompt or stdin)")
-    p.add_argument("username", nargs="?", help="user name (default: -u, else 'determined')")
-    p.add_argument("--password", help="the password (prefer DET_PASS, a prompt or stdin)")
-    p.set_defaults(func=login)
-    usub.add_parser("logout", help="log out and forget the token").set_defaults(func=logout)
-    usub.add_parser("whoami", help="the logged-in user").set_defaults(func=whoami)
-
+    # `det user` (login, logout, whoami and user administration) is built in _users.
     m = sub.add_parser("master", aliases=["m"], help="the master")
     msub = m.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     p = msub.add_parser("info", help="the master's version and cluster")

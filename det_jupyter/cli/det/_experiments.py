@@ -9,6 +9,7 @@ from typing import Any
 
 from det_jupyter.client import Determined, Experiment, Trial
 
+from . import _workspaces
 from ._common import CommandError, connect, percent, print_json, short_time
 from ._progress import StatusLine, bar
 from ._table import format_pairs, format_table
@@ -58,7 +59,7 @@ def _follow(client: Determined, exp: Experiment) -> int:
 def create(args: argparse.Namespace) -> int:
     client = connect(args)
     exp = client.create_experiment(args.config, args.context, includes=args.include or (),
-                                   activate=not args.paused)
+                                   activate=not args.paused, template=args.template)
     print(f"Created experiment {exp.id}", flush=True)
     for warning in exp.launch_warnings:
         hint = _WARNINGS.get(warning, "")
@@ -181,6 +182,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-i", "--include", action="append", metavar="PATH",
                    help="also upload this file or directory (repeatable)")
     p.add_argument("--paused", action="store_true", help="create it paused")
+    p.add_argument("--template", metavar="NAME", default=None,
+                   help="config template merged into the config (the config wins)")
     p.set_defaults(func=create)
 
     p = esub.add_parser("list", aliases=["ls"], help="list experiments")
@@ -211,6 +214,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("experiment_id", type=int)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
     p.set_defaults(func=exp_logs)
+    _workspaces.add_experiment_parsers(esub)
 
     t = sub.add_parser("trial", aliases=["t"], help="inspect trials")
     tsub = t.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)

@@ -82,8 +82,8 @@ def _wait_running(task: Task, what: str, timeout: float | None) -> Task:
 
 def nb_start(args: argparse.Namespace) -> int:
     client = connect(args)
-    return follow_launch(client.launch_notebook(_config(args), args.context), "notebook",
-                         "JupyterLab", args)
+    nb = client.launch_notebook(_config(args), args.context, template=args.template)
+    return follow_launch(nb, "notebook", "JupyterLab", args)
 
 
 def follow_launch(task: Any, what: str, server: str, args: argparse.Namespace) -> int:
@@ -167,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not argv:
         raise CommandError("det cmd run needs a command: det cmd run [options] -- COMMAND ...")
     client = connect(args)
-    cmd = client.launch_command(argv, _config(args), args.context)
+    cmd = client.launch_command(argv, _config(args), args.context, template=args.template)
     _warn(cmd)
     print(f"Launched command {cmd.id}", file=sys.stderr, flush=True)
     if args.detach:
@@ -204,6 +204,8 @@ def _config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", metavar="KEY=VALUE",
                    help="set a config key (dotted, e.g. resources.slots=0); wins over the file; "
                         "repeatable")
+    p.add_argument("--template", metavar="NAME", default=None,
+                   help="config template merged into the config (the config wins)")
     p.add_argument("-c", "--context", metavar="DIR", help="directory uploaded into the task's "
                    "working directory (.detignore honoured)")
     p.add_argument("-d", "--detach", action="store_true", help="print the id and return at once")

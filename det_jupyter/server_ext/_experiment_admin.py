@@ -1,0 +1,99 @@
+"""Experiment housekeeping routes: archive, unarchive, move, delete, and their bulk forms
+under ``/api/v1/projects/{id}/experiments/...``.
+
+``DELETE /api/v1/experiments/{id}`` shares its path with ``ExperimentHandler``; that handler's
+``delete`` calls ``delete_experiment`` here.
+"""
+
+from __future__ import annotations
+
+from ..errors import Forbidden, InvalidRequest
+from ..services.auth import AllocationPrincipal
+from ..services.authz import Perm
+from ..services.experiment_admin import BulkFilters, int_list
+from ._base import DetHandler
+
+
+def delete_experiment(handler: DetHandler, exp_id: int) -> None:
+    """``DELETE /api/v1/experiments/{id}``: an ended experiment with all it owns."""
+    if isinstance(handler.principal, AllocationPrincipal):
+        raise Forbidden("a task's allocation token cannot delete experiments")
+    handler.authorize_experiment(exp_id, Perm.DELETE_EXPERIMENT)
+    handler.master.experiment_admin.delete([exp_id])
+    handler.send({})
+
+
+def _dest(body: dict, key: str) -> int:
+    value = body.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidRequest(f"{key} must be an integer id")
+    return value
+
+
+class ExperimentArchiveHandler(DetHandler):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT_METADATA}
+
+    def post(self, exp_id: str, verb: str) -> None:
+        self.authorize_experiment(int(exp_id))
+        self.master.experiment_admin.set_archived(int(exp_id), verb == "archive")
+        self.send({})
+
+
+class ExperimentMoveHandler(DetHandler):
+    """``{destinationProjectId}``: change rights on the experiment, create rights where it goes."""
+
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
+
+    def post(self, exp_id: str) -> None:
+        eid = int(exp_id)
+        self.authorize_experiment(eid)
+        body = self.body_json()
+        if body.get("experimentId") not in (None, eid):
+            raise InvalidRequest(f"experimentId {body['experimentId']!r} differs from the experiment in the path")
+        dest = _dest(body, "destinationProjectId")
+        self.authorize_project(dest, Perm.CREATE_EXPERIMENT)
+        self.master.experiment_admin.move(eid, dest)
+        self.send({})
+
+
+class _Bulk(DetHandler):
+    """``{experimentIds, projectId, filters?}``: with ``filters`` the experiments of the project
+    that match them, else those ids; each result says whether that one was done."""
+
+    def _run(self, project_id: str, action: str, dest_key: str | None = None) -> None:
+        pid = int(project_id)
+        # The verb's permission on the project's workspace: every experiment it may touch is
+        # there (each is checked again on its own in the service).
+        self.authorize_project(pid)
+        body = self.body_json()
+        dest = None
+        if dest_key is not None:
+            dest = _dest(body, dest_key)
+            self.authorize_project(dest, Perm.CREATE_EXPERIMENT)
+        if body.get("projectId") not in (None, 0, pid):
+            raise InvalidRequest(f"projectId {body['projectId']!r} differs from the project in the path ({pid})")
+        ids = int_list(body.get("experimentIds"), "experimentIds")
+        filters = BulkFilters.parse(body["filters"]) if body.get("filters") is not None else None
+        results = self.master.experiment_admin.bulk(action, self.grants, self.perm, pid, ids, filters, dest)
+        self.send({"results": results})
+
+
+class BulkArchiveHandler(_Bulk):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT_METADATA}
+
+    def post(self, project_id: str, verb: str) -> None:
+        self._run(project_id, verb)
+
+
+class BulkMoveHandler(_Bulk):
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
+
+    def post(self, project_id: str) -> None:
+        self._run(project_id, "move", "destinationProjectId")
+
+
+class BulkDeleteHandler(_Bulk):
+    permissions = {"DELETE": Perm.DELETE_EXPERIMENT}
+
+    def delete(self, project_id: str) -> None:
+        self._run(project_id, "delete")

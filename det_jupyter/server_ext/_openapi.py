@@ -1,0 +1,151 @@
+"""The OpenAPI document of every route we serve, built from the route table itself.
+
+Paths come from the table's patterns (each capture group becomes a path parameter named after
+the verb's argument), operations from the verbs each handler defines, and each operation's
+security from the handler's declarations (``public``, ``permissions``, ``allow_task``), so
+the document cannot drift from what is served. ``x-det-permission`` names the permission a
+verb needs; the authorization matrix test walks this document.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+from tornado import web, websocket
+
+from .. import __version__
+from ..services.authz import CLUSTER_ONLY, VIEW_OF, Perm
+from ._base import DetHandler
+
+VERBS = ("get", "post", "put", "patch", "delete")
+
+
+def _groups(pattern: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level capture group of a route pattern."""
+    out, depth, start = [], 0, 0
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                out.append((start, i + 1))
+        i += 1
+    return out
+
+
+def path_template(pattern: str, names: list[str]) -> tuple[str, list[dict[str, Any]]]:
+    """``/api/v1/experiments/(\\d+)/(activate|pause)`` and the verb's argument names →
+    ``/api/v1/experiments/{exp_id}/{verb}`` and its parameters."""
+    params: list[dict[str, Any]] = []
+    parts, last = [], 0
+    for k, (a, b) in enumerate(_groups(pattern)):
+        name = names[k] if k < len(names) else f"arg{k}"
+        body = pattern[a + 1:b - 1]
+        schema: dict[str, Any] = {"type": "string"}
+        if body == r"\d+":
+            schema = {"type": "integer"}
+        elif re.fullmatch(r"[A-Za-z_\-]+(\|[A-Za-z_\-]+)+", body):
+            schema = {"type": "string", "enum": body.split("|")}
+        elif body not in ("[^/]+", "(.*)", ".*"):
+            schema = {"type": "string", "pattern": body}
+        params.append({"name": name, "in": "path", "required": True, "schema": schema})
+        parts.append(pattern[last:a] + "{" + name + "}")
+        last = b
+    parts.append(pattern[last:])
+    return "".join(parts), params
+
+
+def _verbs(handler: type) -> list[str]:
+    base = websocket.WebSocketHandler if issubclass(handler, websocket.WebSocketHandler) else web.RequestHandler
+    return [v for v in VERBS if getattr(handler, v, None) is not getattr(base, v, None)]
+
+
+def _arg_names(handler: type, verb: str) -> list[str]:
+    fn = getattr(handler, verb)
+    return [p for p in inspect.signature(fn).parameters if p != "self"][: 8]
+
+
+def operation(handler: type, verb: str) -> dict[str, Any]:
+    """One operation: summary, security and the permission it needs."""
+    doc = inspect.getdoc(getattr(handler, verb)) or inspect.getdoc(handler) or ""
+    op: dict[str, Any] = {"operationId": f"{handler.__name__}.{verb}", "summary": doc.split("\n")[0],
+                          "responses": {"200": {"description": "success"}}}
+    if getattr(handler, "agent_token_only", False):
+        op["security"] = [{"agentToken": []}]
+        op["x-det-permission"] = "AGENT_TOKEN"
+        return op
+    if getattr(handler, "jupyter_auth", False):
+        op["security"] = [{"jupyterToken": []}]
+        op["x-det-permission"] = "JUPYTER_SERVER_USER"
+        return op
+    if getattr(handler, "public", False):
+        op["security"] = []
+        op["x-det-public"] = True
+        return op
+    perm: Perm | None = getattr(handler, "permissions", {}).get(verb.upper())
+    op["security"] = [{"bearer": []}] + ([{"allocationToken": []}] if getattr(handler, "allow_task", False) else [])
+    if perm is not None:
+        op["x-det-permission"] = perm.value
+        op["x-det-scope"] = "cluster" if perm in CLUSTER_ONLY or perm is Perm.AUTHENTICATED else "workspace"
+        if perm in VIEW_OF:
+            op["x-det-view-permission"] = VIEW_OF[perm].value
+    for code, what in (("401", "no valid credentials"), ("403", "may see it, may not do this"),
+                       ("404", "not found, or not visible to the caller")):
+        op["responses"][code] = {"description": what}
+    return op
+
+
+def build(routes: list[tuple[str, Any]]) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for pattern, handler in routes:
+        if not isinstance(handler, type) or not issubclass(handler, web.RequestHandler):
+            continue
+        for verb in _verbs(handler):
+            path, params = path_template(pattern, _arg_names(handler, verb))
+            if ".*" in path and not params:  # the catch-all 404 of /api/v1
+                continue
+            item = paths.setdefault(path, {})
+            if params:
+                item["parameters"] = params
+            op = operation(handler, verb)
+            if issubclass(handler, websocket.WebSocketHandler):
+                op["x-det-websocket"] = True
+            item[verb] = op
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "det-jupyter master API", "version": __version__,
+                 "description": "Determined 0.38.1's REST protocol as det-jupyter serves it."},
+        "paths": paths,
+        "components": {"securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "allocationToken": {"type": "apiKey", "in": "header", "name": "Grpc-Metadata-x-allocation-token"},
+            "agentToken": {"type": "http", "scheme": "bearer"},
+            "jupyterToken": {"type": "apiKey", "in": "header", "name": "Authorization"},
+        }},
+    }
+
+
+class OpenApiHandler(DetHandler):
+    """``GET /api/v1/openapi.json``: this document (built once per process)."""
+
+    permissions = {"GET": Perm.AUTHENTICATED}
+    _doc: str | None = None
+
+    def get(self) -> None:
+        if OpenApiHandler._doc is None:
+            import json
+
+            from .routes import ROUTES
+
+            OpenApiHandler._doc = json.dumps(build(ROUTES), separators=(",", ":"))
+        self.send_text(OpenApiHandler._doc)

@@ -1,0 +1,149 @@
+"""The proxy's own origin: a second listening port that serves ``/proxy/{taskId}/…`` and
+nothing else, and the master origin's ``/proxy/…``, which only sends browsers there.
+
+Why (reliability P4): a notebook's or TensorBoard's pages are user-authored HTML and script.
+On the master's origin that script would be same-origin with the master's Jupyter API and
+``/det-jupyter/session``; on an origin of its own it is not (see ``services._proxy_origin``).
+
+On the master's origin a request for ``/proxy/{id}/<path>?<query>`` that the proxy would let
+through is answered ``307`` to the same path and query (the ``det_ticket`` included) on the
+proxy's origin, named by the hostname the request used with the proxy's port; anyone else gets
+the proxy's 404. A malformed ``Host`` gets 400 (nothing but a validated hostname reaches the
+``Location``). Websocket upgrades there get 404: clients connect to the proxy's origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from typing import Any
+
+from tornado import httpserver, netutil, web
+
+from ..errors import NotFound
+from ..services._proxy_origin import ProxyOrigin, default_hostname, request_hostname
+from ._proxy import ProxyHandler, ProxyRootHandler, bad_path, close_upstream_sessions
+
+log = logging.getLogger("det_jupyter.proxy")
+
+#: Settings of the master's web app the proxy's handlers read (copied when present).
+_SHARED_SETTINGS = ("det_master", "websocket_max_message_size", "websocket_ping_interval",
+                    "websocket_ping_timeout", "log_function")
+
+
+class MasterProxyHandler(ProxyHandler):
+    """``/proxy/{id}/…`` on the master's origin: 307 to the same path on the proxy's origin
+    for whoever the proxy would let in; 404 for anyone else and for every websocket upgrade."""
+
+    async def get(self, task_id: str, path: str = "") -> None:  # type: ignore[override]
+        if self.request.headers.get("Upgrade", "").lower() == "websocket":
+            self._not_found()  # never upgraded here: the proxy's origin serves websockets
+            return
+        await self._proxy(task_id, path)
+
+    async def _proxy(self, task_id: str, path: str = "") -> None:
+        try:
+            self._authorize(task_id)  # the proxy's own check: a redirect reveals nothing more
+        except NotFound:
+            self._not_found()
+            return
+        origin: ProxyOrigin | None = self.master.notebooks.proxy_origin
+        if origin is None:
+            self._error(503, "the proxy is not listening (the server is starting or stopping); "
+                             "try again in a moment")
+            return
+        hostname = request_hostname(self.request.headers.get("Host"))
+        if hostname is None:
+            self._error(400, "the request's Host header is not a valid host[:port]")
+            return
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("Referrer-Policy", "no-referrer")
+        self.redirect(origin_location(origin, hostname, self._tail()), status=307)
+
+    def _tail(self) -> str:
+        """The raw path from ``/proxy/`` on (below the server's base_url), and the query."""
+        raw = self.request.path
+        base = self.settings.get("base_url", "/")
+        tail = raw[len(base) - 1:] if raw.startswith(base) else raw
+        return tail + (f"?{self.request.query}" if self.request.query else "")
+
+    def _error(self, status: int, message: str) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": message, "code": status}))
+
+    post = put = patch = delete = head = options = _proxy  # type: ignore[assignment]
+
+
+def origin_location(origin: ProxyOrigin, hostname: str, tail: str) -> str:
+    """``<scheme>://<hostname>:<port><tail>``; ``tail`` must be a path below ``/proxy/``
+    (so the host cannot be changed by it)."""
+    if not tail.startswith("/proxy/") or bad_path(tail.split("?", 1)[0]):
+        raise ValueError(f"not a proxy path: {tail[:80]!r}")
+    return f"{origin.scheme}://{hostname}:{origin.port}{tail}"
+
+
+#: The proxy origin's whole route table.
+PROXY_ROUTES: list[tuple[str, Any]] = [
+    (r"/proxy/([^/]+)/(.*)", ProxyHandler),
+    (r"/proxy/([^/]+)", ProxyRootHandler),
+]
+
+
+class _NotHere(web.RequestHandler):
+    """Anything but ``/proxy/…`` on the proxy's origin: 404 (the master's API is not here)."""
+
+    def prepare(self) -> None:
+        self.set_status(404)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": "not found: this port serves /proxy/<task id>/ only",
+                                "code": 404}))
+
+
+def proxy_application(master_settings: dict[str, Any]) -> web.Application:
+    """A tornado app with the proxy's routes only, and the settings they read."""
+    settings = {k: master_settings[k] for k in _SHARED_SETTINGS if k in master_settings}
+    # Tickets in query strings are credentials: never in the access log.
+    settings["extra_log_scrub_param_keys"] = ["ticket"]
+    settings["default_handler_class"] = _NotHere
+    return web.Application(PROXY_ROUTES, **settings)
+
+
+class ProxyServer:
+    """The proxy's listening socket(s) and HTTP server. ``bind`` happens at configuration time
+    (a port in use stops the server with a message, as Jupyter's own port does); ``start``
+    once the event loop runs; ``stop`` at shutdown."""
+
+    def __init__(self, ip: str, port: int, ssl_options: Any = None) -> None:
+        self.ip = ip
+        self.requested_port = port
+        self.ssl_options = ssl_options
+        self._sockets: list[socket.socket] = []
+        self._server: httpserver.HTTPServer | None = None
+
+    def bind(self) -> ProxyOrigin:
+        """Listen (port 0: a free one); the proxy's origin. OSError when the port is taken."""
+        self._sockets = netutil.bind_sockets(self.requested_port, self.ip or None)
+        port = self._sockets[0].getsockname()[1]
+        scheme = "https" if self.ssl_options else "http"
+        return ProxyOrigin(scheme, default_hostname(self.ip), port)
+
+    def start(self, app: web.Application, **server_kw: Any) -> None:
+        self._server = httpserver.HTTPServer(app, ssl_options=self.ssl_options, **server_kw)
+        self._server.add_sockets(self._sockets)
+
+    async def stop(self) -> None:
+        if self._server is None:
+            for sock in self._sockets:
+                sock.close()
+            self._sockets = []
+            return
+        server, self._server = self._server, None
+        server.stop()
+        with contextlib.suppress(asyncio.TimeoutError, Exception):
+            await asyncio.wait_for(server.close_all_connections(), 5)
+        with contextlib.suppress(Exception):
+            await close_upstream_sessions()
