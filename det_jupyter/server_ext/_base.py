@@ -23,6 +23,7 @@ from ..services.master import Master
 log = logging.getLogger("det_jupyter.api")
 
 MAX_BODY = 128 * 1024 * 1024
+MAX_ID = 2**62
 
 Principal = User | AllocationPrincipal
 
@@ -76,6 +77,10 @@ class DetHandler(web.RequestHandler):
         if self.public:
             return
         self.principal = self._authenticate()
+        for arg in self.path_args:
+            # An id no database column can hold names nothing (and must not reach SQLite).
+            if arg.isdigit() and int(arg) > MAX_ID:
+                raise NotFound(f"{self.request.path}: no object has id {arg[:24]}…")
         perm = self.permissions.get(self.request.method or "")
         if perm is None:
             raise Forbidden(f"{self.request.method} {self.request.path} declares no permission; refused")
@@ -221,6 +226,11 @@ class DetHandler(web.RequestHandler):
             raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict):
             raise InvalidRequest("the request body must be a JSON object")
+        for key, value in body.items():
+            # Top-level numbers are ids, offsets, limits, priorities: none fits past 2**62, and
+            # the database would overflow on it (a metric's values are nested, never checked).
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_ID:
+                raise InvalidRequest(f"{key} is out of range ({str(value)[:24]}…)")
         return body
 
     def send(self, obj: Any, status: int = 200) -> None:
