@@ -152,6 +152,8 @@ def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool 
     def call(kind: str, rid: str | None = None, metrics: dict | None = None) -> list:
         event = SearcherEvent(kind, rid, metrics=metrics)
         return durable.call(event) if durable else event.apply(s)
+    # Made before the clock starts, as the Optuna peer makes its curves before optimize().
+    curves = [curve(k, steps) for k in range(trials)]
     ordinal: dict[str, int] = {}
     live: collections.deque[list] = collections.deque()  # [request_id, k, next_step, curve]
     reports = stops = mismatches = 0
@@ -165,7 +167,7 @@ def drive(trials: int, steps: int, *, mode: str, max_seconds: float, gate: bool 
                 ordinal[a.request_id] = k
                 if durable is None:  # durable mode fed it with the Create
                     handle(call("trial_created", a.request_id))
-                live.append([a.request_id, k, 1, curve(k, steps)])
+                live.append([a.request_id, k, 1, curves[k]])
             elif isinstance(a, search.Stop):
                 stops += 1
 

@@ -1,6 +1,9 @@
 """BM-6: notebook proxy overhead — det-jupyter's ``/proxy/{id}/`` vs jupyter-server-proxy 4.6
 in jupyter_server 2.21 vs direct to the backend, in the same run, interleaved.
 
+det-jupyter serves ``/proxy/`` on an origin of its own (the proxy's port, the notebook's
+``proxyUrl``), apart from the master's (reliability P4): that is the port measured here.
+
 Setup (untimed): a loopback backend (``_bm6_backend.py``: aiohttp 3.14.5 from bench/.venv-jsp;
 tornado in --smoke) answering 100 B and 1 MiB GETs, a websocket echo and ``api/status`` under
 any prefix. A real master (``det-jupyter up``, SQLite, embedded agent) launches a real
@@ -33,6 +36,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -228,8 +232,9 @@ def _point_at(db: Path, task_id: str, address: str, timeout: float = 120) -> str
     raise RuntimeError(f"notebook {task_id} was not placed in {timeout:g} s")
 
 
-def proxied_notebook(master: MasterProcess, backend_port: int) -> tuple[str, str]:
-    """A running notebook whose recorded address is the backend: (its id, a ticket).
+def proxied_notebook(master: MasterProcess, backend_port: int) -> tuple[str, str, int]:
+    """A running notebook whose recorded address is the backend: (its id, a ticket, the port
+    of the proxy's origin).
 
     The master probes a placed notebook's ``api/status`` and, once it answers, routes to the
     address it read then (kept in memory); the address is swapped between placement and the
@@ -243,12 +248,13 @@ def proxied_notebook(master: MasterProcess, backend_port: int) -> tuple[str, str
             state = wait_for(lambda nb=nb: (s := client.get(f"/api/v1/notebooks/{nb}")["notebook"]["state"])
                              in ("STATE_RUNNING", "STATE_TERMINATED") and s,
                              timeout=120, interval=0.2, what=f"notebook {nb} running")
-            ticket = client.get(f"/api/v1/notebooks/{nb}")["ticket"]
-            if state == "STATE_RUNNING":
-                body = asyncio.run(sequential_body(master.port, f"/proxy/{nb}/small",
+            got = client.get(f"/api/v1/notebooks/{nb}")
+            ticket, proxy_port = got["ticket"], urllib.parse.urlsplit(got["notebook"]["proxyUrl"]).port
+            if state == "STATE_RUNNING" and proxy_port:
+                body = asyncio.run(sequential_body(proxy_port, f"/proxy/{nb}/small",
                                                    {"Cookie": f"det_proxy={ticket}"}))
                 if body == 100:
-                    return nb, ticket
+                    return nb, ticket, proxy_port
         log(f"notebook {nb} is not routed to the backend (attempt {attempt + 1}); another")
         client.post(f"/api/v1/notebooks/{nb}/kill")
         time.sleep(1)
@@ -331,10 +337,10 @@ def main() -> None:
                                           stdin=subprocess.DEVNULL))
             wait_http(f"http://127.0.0.1:{backend_port}/api/status")
             master = MasterProcess(tmp / "master", slots=1).start()
-            nb, ticket = proxied_notebook(master, backend_port)
+            nb, ticket, proxy_port = proxied_notebook(master, backend_port)
             paths: dict[str, dict[str, Any]] = {
                 "direct": {"port": backend_port, "prefix": "", "headers": {}},
-                "ours": {"port": master.port, "prefix": f"/proxy/{nb}",
+                "ours": {"port": proxy_port, "prefix": f"/proxy/{nb}",
                          "headers": {"Cookie": f"det_proxy={ticket}"}},
             }
             if use_jsp:

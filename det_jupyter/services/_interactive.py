@@ -65,6 +65,9 @@ def notebook_entrypoint(task_id: str, bind: str, port: int, root_dir: str,
            f"--ServerApp.ip={bind}", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0", f"--ServerApp.base_url=/proxy/{task_id}/",
            f"--ServerApp.root_dir={root_dir}",
+           # Its own layouts, kept with the user's work (not the master's Lab's, whose
+           # workspaces folder it would otherwise share on this machine).
+           f"--LabApp.workspaces_dir={root_dir}/.jupyter/lab/workspaces",
            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if allow_root:
         lab.append("--ServerApp.allow_root=True")

@@ -132,6 +132,12 @@ def test_open_button_opens_proxied_jupyterlab(page: Any, notebook: str, lab: tup
         expect(tab.locator("#jp-main-dock-panel")).to_be_visible()
         # Loaded, not just the shell: the splash is gone and the file browser lists the root.
         expect(tab.locator("#jupyterlab-splash")).to_have_count(0)
+        # The notebook's JupyterLab shares the master lab's workspaces dir (same OS user) and, on
+        # an origin of its own, JupyterLab's window resolver no longer moves it to a fresh
+        # workspace: it may restore the master lab's layout (the det-jupyter panel in front).
+        files = tab.locator('.jp-SideBar li[data-id="filebrowser"]')
+        if "lm-mod-current" not in (files.get_attribute("class") or ""):
+            files.click()  # (a click on the current tab would collapse the sidebar)
         expect(tab.locator(".jp-DirListing-content")).to_be_visible()
         assert "det_ticket" not in tab.url
         path = screenshot(tab, "sidebar-notebook-opened")

@@ -32,6 +32,7 @@ import yaml
 
 from det_jupyter.services.authz import ROLES, VIEW_OF, Perm
 from tests._master import ApiError, Client, MasterProcess, create_experiment, wait_experiment
+from tests.conftest import PG_DSN, PG_SKIP, fresh_pg_database
 from tests.integration._exp import COUNTER, counter_config
 
 PW = "Matrix-Passw0rd"
@@ -73,9 +74,14 @@ def _login(m: MasterProcess, name: str) -> str:
     return m.login(name, PW)
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    m = MasterProcess(tmp_path_factory.mktemp("matrix") / "master").start()
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    db_url = None
+    if request.param == "postgres":
+        if not PG_DSN:
+            pytest.skip(PG_SKIP)
+        db_url = fresh_pg_database()
+    m = MasterProcess(tmp_path_factory.mktemp("matrix") / "master", db_url=db_url).start()
     admin = m.admin()
     w = World(m, admin)
     try:

@@ -30,7 +30,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from tests._master import MasterProcess, wait_for
+from tests._master import MasterProcess, free_port, wait_for
 from tests.integration import _notebooks as nbh
 
 pytestmark = pytest.mark.slow
@@ -347,3 +347,28 @@ def test_the_redirect_never_leaves_the_requests_host(cluster: tuple[MasterProces
         checked += 1
     assert checked >= 30
 
+
+
+# -- the proxy_port setting ------------------------------------------------------------------
+
+def test_a_fixed_proxy_port_is_used_and_a_taken_one_stops_the_server(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    port = free_port()
+    work = tmp_path_factory.mktemp("fixed")
+    first = MasterProcess(work / "a", env={"DET_PROXY_PORT": str(port)}, extra_args=["--no-agent"]).start()
+    try:
+        client = first.admin()
+        nb = nbh.launch(client, resources={"slots": 0})  # queued (no agent): its JSON is enough
+        assert client.get(f"/api/v1/notebooks/{nb}")["notebook"]["proxyUrl"] == \
+            f"http://127.0.0.1:{port}/proxy/{nb}/"
+        second = MasterProcess(work / "b", env={"DET_PROXY_PORT": str(port)}, extra_args=["--no-agent"])
+        with pytest.raises(RuntimeError) as err:
+            second.start(timeout=60)
+        assert f"the proxy cannot listen on 127.0.0.1:{port}" in str(err.value)
+        assert "DET_PROXY_PORT" in str(err.value) and "Traceback" not in str(err.value)
+        bad = MasterProcess(work / "c", env={"DET_PROXY_PORT": "eighty"}, extra_args=["--no-agent"])
+        with pytest.raises(RuntimeError) as err:
+            bad.start(timeout=60)
+        assert "DET_PROXY_PORT='eighty': a port number" in str(err.value), str(err.value)[-800:]
+    finally:
+        first.stop()

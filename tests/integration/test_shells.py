@@ -227,14 +227,15 @@ def test_other_users_get_404_on_the_shell_its_key_and_its_tunnel(
     admin.post(f"/api/v1/shells/{theirs['id']}/kill")
 
 
-def test_a_queued_shell_has_no_tunnel_yet(cluster: MasterProcess) -> None:
+def test_a_queued_shell_has_no_tunnel_yet(cluster: MasterProcess, cli_env: dict[str, str]) -> None:
     client = cluster.admin()
     queued = launch(client, resources={"slots": 64})["id"]
     url = cluster.url.replace("http://", "ws://") + f"/det-jupyter/tunnel/{queued}"
     assert asyncio.run(tunnel_status(url, {"Authorization": f"Bearer {client.token}"})) == 503
     assert state(client, queued) == "STATE_QUEUED"
     # Its priority can change while it waits, as a job of its own.
-    client.post(f"/api/v1/shells/{queued}/set_priority", {"priority": 7})
+    out = det(cli_env, "shell", "set", "priority", queued, "7").stdout
+    assert out == f"Set the priority of shell {queued} to 7\n"
     [job] = [j["full"] for j in client.get("/api/v1/job-queues-v2")["jobs"]
              if j["full"]["entityId"] == queued]
     assert (job["type"], job["priority"]) == ("TYPE_SHELL", 7), job

@@ -50,7 +50,8 @@ def test_notebook_entrypoint() -> None:
     words = shlex.split(lab)
     assert words[:3] == ["python3", "-m", "jupyterlab"]
     assert {"--ServerApp.ip=10.0.0.5", "--ServerApp.port=29400", "--ServerApp.port_retries=0",
-            "--ServerApp.base_url=/proxy/nb-1/", "--ServerApp.root_dir=/data/nb/alice it's"} <= set(words)
+            "--ServerApp.base_url=/proxy/nb-1/", "--ServerApp.root_dir=/data/nb/alice it's",
+            "--LabApp.workspaces_dir=/data/nb/alice it's/.jupyter/lab/workspaces"} <= set(words)
     assert not any("token" in w.lower() for w in words)  # the token travels in the environment
 
 

@@ -180,6 +180,14 @@ def kill(args: argparse.Namespace) -> int:
     return 0
 
 
+def set_priority(args: argparse.Namespace) -> int:
+    """``det shell set priority ID N``: when it starts (a running shell is never preempted)."""
+    _, session = _session(args)
+    session.post(f"/api/v1/shells/{args.shell_id}/set_priority", {"priority": args.priority})
+    print(f"Set the priority of shell {args.shell_id} to {args.priority}")
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
     s = sub.add_parser("shell", help="SSH sessions into tasks on the cluster")
     ssub = s.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -216,3 +224,10 @@ def add_parsers(sub: Any) -> None:
     p = ssub.add_parser("kill", help="kill shells")
     p.add_argument("shell_ids", nargs="+", metavar="shell_id")
     p.set_defaults(func=kill)
+
+    p = ssub.add_parser("set", help="change a shell's settings")
+    setsub = p.add_subparsers(dest="setting", metavar="SETTING", required=True)
+    p = setsub.add_parser("priority", help="the shell's job priority (1-99, lower first)")
+    p.add_argument("shell_id")
+    p.add_argument("priority", type=int)
+    p.set_defaults(func=set_priority)
