@@ -7,7 +7,8 @@ task runs); the master is stopped and the metrics are bulk-loaded into its datab
 (to measure Q3 at 1/10 of the data), then the rest. Timed, `n` times each, p50: Q1 = one
 trial's full history of one metric,
 `GET /api/v1/trials/time-series?trialIds=T&metricNames=M&group=training` (0.38.1's
-CompareTrials route; also reported: the whole `workloads` history of all 5 metrics), Q2 = all
+CompareTrials route; also reported: the whole `workloads` history of all 5 metrics; the 50
+requests go round the trials, as MLflow's go round its runs), Q2 = all
 trials, one metric, downsampled to <= 200 points each (the same route with every trial id and
 `maxDatapoints=200`), Q3 = `GET /api/v1/experiments/{id}/trials` (the experiment table,
 summaries included). Q4: with the master up, one more step per trial is ingested into the same
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import sqlite3
 import subprocess
@@ -114,6 +116,16 @@ class Http:
         return json.loads(self.body(path))
 
 
+def q1_series(trial_id: int) -> str:
+    return f"/api/v1/trials/time-series?trialIds={trial_id}&metricNames={NAMES[0]}&group=training"
+
+
+def cycle_from(items: list, start: int, fn):
+    """A call taking no argument that applies ``fn`` to the next of ``items``, from ``start``."""
+    it = itertools.islice(itertools.cycle(items), start % len(items), None)
+    return lambda: fn(next(it))
+
+
 def timed(fn, n: int) -> float:
     out = []
     for _ in range(n):
@@ -172,22 +184,27 @@ def main() -> None:
         try:
             for rep in range(a.reps):
                 tid = tids[rep % len(tids)]
-                q1_path = f"/api/v1/trials/time-series?trialIds={tid}&metricNames={NAMES[0]}&group=training"
-                got = client.get(q1_path)["trials"][0]["metrics"][0]["data"]
+                got = client.get(q1_series(tid))["trials"][0]["metrics"][0]["data"]
                 assert len(got) == a.steps, len(got)
                 q2_path = ("/api/v1/trials/time-series?" + "&".join(f"trialIds={t}" for t in tids)
                            + f"&metricNames={NAMES[0]}&group=training&maxDatapoints=200")
                 q2 = client.get(q2_path)["trials"]
                 assert len(q2) == len(tids) and all(len(tr["metrics"][0]["data"]) <= 200 for tr in q2)
+                # Q1 goes round the trials (as MLflow's Q1 goes round its runs): one trial asked
+                # 50 times in a row would measure a server's repeat of the same request.
+                q1 = cycle_from(tids, rep * a.n, lambda t: web.body(q1_series(t)))
+                q1_parsed = cycle_from(tids, rep * a.n, lambda t: web.json(q1_series(t)))
+                q1_workloads = cycle_from(tids, rep * a.n, lambda t: web.json(f"/api/v1/trials/{t}/workloads"))
+                q1_raw = cycle_from(tids, rep * a.n, raw.q1)
                 r = {
-                    "q1_ms": timed(lambda p=q1_path: web.body(p), a.n),
-                    "q1_parsed_ms": timed(lambda p=q1_path: web.json(p), a.n),
-                    "q1_workloads_ms": timed(lambda tid=tid: web.json(f"/api/v1/trials/{tid}/workloads"), a.n),
+                    "q1_ms": timed(q1, a.n),
+                    "q1_parsed_ms": timed(q1_parsed, a.n),
+                    "q1_workloads_ms": timed(q1_workloads, a.n),
                     "q2_ms": timed(lambda p=q2_path: web.body(p), a.n),
                     "q2_parsed_ms": timed(lambda p=q2_path: web.json(p), a.n),
                     "q3_ms": timed(lambda: web.body(q3_path), a.n),
                     "q3_parsed_ms": timed(lambda: web.json(q3_path), a.n),
-                    "q1_raw_ms": timed(lambda tid=tid: raw.q1(tid), a.n),
+                    "q1_raw_ms": timed(q1_raw, a.n),
                     "q3_raw_ms": timed(lambda: raw.q3(exp_id), a.n),
                 }
                 if mlf:

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from ..errors import Conflict
 from ..store import tables as t
 from ._states import TERMINAL, AllocState
+from .checkpoint_gc import storage_root as gc_storage_root
 
 log = logging.getLogger("det_jupyter")
 
@@ -40,15 +41,13 @@ def chunks(ids: Sequence[Any]) -> Iterator[list[Any]]:
 
 
 def storage_root(storage: Any) -> str | None:
-    """Where a ``shared_fs`` storage keeps checkpoints (``host_path[/storage_path]``); None for
-    storages whose files the master cannot see (``directory`` lives in the containers)."""
-    if not isinstance(storage, dict) or storage.get("type", "shared_fs") != "shared_fs":
+    """Where a checkpoint storage keeps checkpoints on this machine (the checkpoint GC's
+    rule: ``host_path[/storage_path]`` for shared_fs, ``container_path`` for directory); None
+    when the master cannot see it."""
+    if not isinstance(storage, dict):
         return None
-    host = storage.get("host_path")
-    if not isinstance(host, str) or not host:
-        return None
-    sub = storage.get("storage_path")
-    return os.path.join(os.path.expanduser(host), sub) if isinstance(sub, str) and sub else os.path.expanduser(host)
+    root = gc_storage_root({"checkpoint_storage": storage})
+    return None if root is None else str(root)
 
 
 def check_deletable(conn: sa.Connection, exp_ids: Sequence[int]) -> None:

@@ -9,8 +9,10 @@ the experiment table never scans the metrics table.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import operator
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -321,6 +323,13 @@ class MetricService:
             # Straight from the driver's cursor: tens of thousands of rows of one string each.
             rows = conn.execute(sa.text(sql), params).cursor.fetchall()
         rows.sort()
+        out = dict.fromkeys(trial_ids, "[]")
+        if point and not maxp:
+            # Every visible row once (ingestion never stores a visible step twice): each
+            # trial's points are its rows' texts, joined without a Python step per row.
+            for tid, trial_rows in itertools.groupby(rows, key=_TRIAL):
+                out[tid] = "[" + ",".join(map(_TEXT, trial_rows)) + "]"
+            return out
         parts: dict[int, list[str]] = {tid: [] for tid in trial_ids}
         last = None
         for row in rows:
@@ -331,7 +340,8 @@ class MetricService:
             parts[row[0]].append(text)
         if maxp:
             parts = {tid: _thin(p, maxp) for tid, p in parts.items()}
-        return {tid: "[" + ",".join(p) + "]" for tid, p in parts.items()}
+        out.update((tid, "[" + ",".join(p) + "]") for tid, p in parts.items())
+        return out
 
     def _downsampled_sql(
         self, conn: sa.Connection, trial_ids: list[int], group: str, maxp: int, cols: str, where: str,
@@ -371,11 +381,10 @@ class MetricService:
             values = " || ".join(f"COALESCE(CAST(:k{i} AS text) || CAST(CAST(m.body AS json) -> CAST(:n{i} AS text) "
                                  "AS text), '')" for i in range(len(names)))
             params.update({f"n{i}": name for i, name in enumerate(names)})
-            params.update({f"k{i}": "," + json.dumps(name) + ":" for i, name in enumerate(names)})
             return (
                 "'{\"batches\":' || m.steps_completed || ',\"time\":\"' || "
                 "to_char(to_timestamp(m.report_time) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || "
-                f"'\",\"values\":{{' || substr({values}, 2) || '}}}}'"
+                f"'\",\"values\":{{' || {_members(values, names, params)} || '}}}}'"
             )
         if any('"' in name or "\\" in name for name in names):
             return None
@@ -383,13 +392,27 @@ class MetricService:
         # the cost per point. `->` gives each value as JSON text; a metric the report lacks is
         # NULL and drops out with its key.
         values = " || ".join(f"COALESCE(:k{i} || (m.body -> :p{i}), '')" for i in range(len(names)))
-        params.update({f"k{i}": "," + json.dumps(name) + ":" for i, name in enumerate(names)})
         params.update({f"p{i}": f'$."{name}"' for i, name in enumerate(names)})
         return (
             "'{\"batches\":' || m.steps_completed || ',\"time\":\"' || "
             "strftime('%Y-%m-%dT%H:%M:%fZ', m.report_time, 'unixepoch') || "
-            f"'\",\"values\":{{' || substr({values}, 2) || '}}}}'"
+            f"'\",\"values\":{{' || {_members(values, names, params)} || '}}}}'"
         )
+
+
+def _members(values: str, names: list[str], params: dict[str, Any]) -> str:
+    """The SQL of a point's ``values`` members: ``values`` concatenates one ``:k{i}`` key and
+    value per name, each NULL-dropped; the keys go in ``params``. Each key starts with a comma
+    and the whole loses its first character; one name (the usual chart) needs no comma."""
+    if len(names) == 1:
+        params["k0"] = json.dumps(names[0]) + ":"
+        return values
+    params.update({f"k{i}": "," + json.dumps(name) + ":" for i, name in enumerate(names)})
+    return f"substr({values}, 2)"
+
+
+_TRIAL = operator.itemgetter(0)
+_TEXT = operator.itemgetter(2)
 
 
 def _window(alias: str, params: dict[str, Any], *, visible_only: bool = True) -> str:

@@ -9,6 +9,7 @@ a cache after the write that invalidates it returns.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -71,12 +72,13 @@ class RbacService:
 
     # -- where objects live ----------------------------------------------------------------
 
-    def _lookup(self, kind: str, key: object, query: sa.Select) -> int:
+    def _lookup(self, kind: str, key: object, query: Callable[[], sa.Select]) -> int:
+        """``query()`` builds the statement only on a miss: building it cost more than the hit."""
         hit = self._where.get((kind, key))
         if hit is not None:
             return hit
         with self._reader.connect() as conn:
-            ws = conn.execute(query).scalar()
+            ws = conn.execute(query()).scalar()
         if ws is None:
             raise NotFound(f"{kind} {key} not found")
         with self._lock:
@@ -86,23 +88,23 @@ class RbacService:
         return ws
 
     def workspace_of_project(self, project_id: int) -> int:
-        return self._lookup("project", project_id, sa.select(t.projects.c.workspace_id)
+        return self._lookup("project", project_id, lambda: sa.select(t.projects.c.workspace_id)
                             .where(t.projects.c.id == project_id))
 
     def workspace_of_experiment(self, experiment_id: int) -> int:
-        return self._lookup("experiment", experiment_id, sa.select(t.projects.c.workspace_id)
+        return self._lookup("experiment", experiment_id, lambda: sa.select(t.projects.c.workspace_id)
                             .join(t.experiments, t.experiments.c.project_id == t.projects.c.id)
                             .where(t.experiments.c.id == experiment_id))
 
     def workspace_of_trial(self, trial_id: int) -> int:
-        return self._lookup("trial", trial_id, sa.select(t.projects.c.workspace_id)
+        return self._lookup("trial", trial_id, lambda: sa.select(t.projects.c.workspace_id)
                             .join(t.experiments, t.experiments.c.project_id == t.projects.c.id)
                             .join(t.trials, t.trials.c.experiment_id == t.experiments.c.id)
                             .where(t.trials.c.id == trial_id))
 
     def workspace_of_checkpoint(self, uuid: str) -> int:
         """A checkpoint lives where its experiment does."""
-        return self._lookup("checkpoint", uuid, sa.select(t.projects.c.workspace_id)
+        return self._lookup("checkpoint", uuid, lambda: sa.select(t.projects.c.workspace_id)
                             .join(t.experiments, t.experiments.c.project_id == t.projects.c.id)
                             .join(t.checkpoints, t.checkpoints.c.experiment_id == t.experiments.c.id)
                             .where(t.checkpoints.c.uuid == uuid))
@@ -136,10 +138,10 @@ class RbacService:
         return out
 
     def workspace_of_model(self, name: str) -> int:
-        return self._lookup("model", name, sa.select(t.models.c.workspace_id).where(t.models.c.name == name))
+        return self._lookup("model", name, lambda: sa.select(t.models.c.workspace_id).where(t.models.c.name == name))
 
     def workspace_of_template(self, name: str) -> int:
-        return self._lookup("template", name, sa.select(t.templates.c.workspace_id)
+        return self._lookup("template", name, lambda: sa.select(t.templates.c.workspace_id)
                             .where(t.templates.c.name == name))
 
     def check_workspace(self, grants: Grants, perm: Perm, workspace_id: int) -> None:

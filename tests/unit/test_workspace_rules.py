@@ -75,7 +75,8 @@ def test_bulk_filters() -> None:
 def test_storage_root() -> None:
     assert storage_root({"type": "shared_fs", "host_path": "/ck"}) == "/ck"
     assert storage_root({"type": "shared_fs", "host_path": "/ck", "storage_path": "s"}) == "/ck/s"
-    assert storage_root({"type": "directory", "container_path": "/c"}) is None
+    # directory storage: where the process runtime's tasks write (the checkpoint GC's rule too)
+    assert storage_root({"type": "directory", "container_path": "/c"}) == "/c"
     assert storage_root(None) is None
 
 
