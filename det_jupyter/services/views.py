@@ -137,8 +137,9 @@ class Views:
 
     def trials(
         self, *, exp_id: int | None = None, trial_ids: list[int] | None = None, states: list[str] | None = None,
-        offset: int = 0, limit: int = 0, descending: bool = False,
+        offset: int = 0, limit: int = 0, descending: bool = False, count: bool = True,
     ) -> tuple[list[TrialView], int]:
+        """Trials and the total matching (``count=False``: the total is -1, not counted)."""
         q = sa.select(t.trials)
         if exp_id is not None:
             q = q.where(t.trials.c.experiment_id == exp_id)
@@ -147,7 +148,8 @@ class Views:
         if states:
             q = q.where(t.trials.c.state.in_(states))
         with self._reader.connect() as conn:
-            total = conn.execute(sa.select(sa.func.count()).select_from(q.subquery())).scalar_one()
+            total = (conn.execute(sa.select(sa.func.count()).select_from(q.subquery())).scalar_one()
+                     if count else -1)
             q = q.order_by(t.trials.c.id.desc() if descending else t.trials.c.id)
             if offset:
                 q = q.offset(offset)
@@ -166,5 +168,5 @@ class Views:
         return [TrialView(r, states_by[r.id]) for r in rows], total
 
     def trial(self, trial_id: int) -> TrialView | None:
-        views, _ = self.trials(trial_ids=[trial_id])
+        views, _ = self.trials(trial_ids=[trial_id], count=False)
         return views[0] if views else None
