@@ -27,6 +27,16 @@ def fresh_pg_database() -> str:
     return f"{base}/{name}"
 
 
+def backend_db_url(request: pytest.FixtureRequest) -> str | None:
+    """For a fixture parametrized over ["sqlite", "postgres"]: None (SQLite) or a fresh
+    PostgreSQL database; skips, saying how to enable it, when PostgreSQL is not configured."""
+    if request.param != "postgres":
+        return None
+    if not PG_DSN:
+        pytest.skip(PG_SKIP)
+    return fresh_pg_database()
+
+
 @pytest.fixture
 def master(tmp_path: Path) -> Iterator[MasterProcess]:
     """A running master (SQLite) with an embedded agent of 2 CPU slots."""

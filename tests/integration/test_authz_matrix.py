@@ -32,7 +32,7 @@ import yaml
 
 from det_jupyter.services.authz import ROLES, VIEW_OF, Perm
 from tests._master import ApiError, Client, MasterProcess, create_experiment, wait_experiment
-from tests.conftest import PG_DSN, PG_SKIP, fresh_pg_database
+from tests.conftest import backend_db_url
 from tests.integration._exp import COUNTER, counter_config
 
 PW = "Matrix-Passw0rd"
@@ -76,12 +76,7 @@ def _login(m: MasterProcess, name: str) -> str:
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    db_url = None
-    if request.param == "postgres":
-        if not PG_DSN:
-            pytest.skip(PG_SKIP)
-        db_url = fresh_pg_database()
-    m = MasterProcess(tmp_path_factory.mktemp("matrix") / "master", db_url=db_url).start()
+    m = MasterProcess(tmp_path_factory.mktemp("matrix") / "master", db_url=backend_db_url(request)).start()
     admin = m.admin()
     w = World(m, admin)
     try:

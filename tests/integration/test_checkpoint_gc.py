@@ -18,21 +18,13 @@ from tests._master import (
     wait_experiment,
     wait_for,
 )
-from tests.conftest import PG_DSN, PG_SKIP, fresh_pg_database
+from tests.conftest import backend_db_url
 from tests.integration._exp import COUNTER, counter_config, trial_log_text, trials
-
-
-def _db_url(request: pytest.FixtureRequest) -> str | None:
-    if request.param != "postgres":
-        return None
-    if not PG_DSN:
-        pytest.skip(PG_SKIP)
-    return fresh_pg_database()
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def gc_master(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
-    m = MasterProcess(tmp_path_factory.mktemp("gc") / "master", db_url=_db_url(request)).start()
+    m = MasterProcess(tmp_path_factory.mktemp("gc") / "master", db_url=backend_db_url(request)).start()
     yield m
     m.stop()
 

@@ -26,7 +26,7 @@ from tests._master import (
     create_experiment,
     wait_experiment,
 )
-from tests.conftest import PG_DSN, PG_SKIP, fresh_pg_database
+from tests.conftest import backend_db_url
 from tests.integration._exp import COUNTER, counter_config
 
 PW = "Registry-Passw0rd"
@@ -45,17 +45,9 @@ def _checkpoints(client: Client, exp_id: int) -> list[dict]:
     return sorted(found, key=lambda c: c["metadata"]["steps_completed"])
 
 
-def _db_url(request: pytest.FixtureRequest) -> str | None:
-    if request.param != "postgres":
-        return None
-    if not PG_DSN:
-        pytest.skip(PG_SKIP)
-    return fresh_pg_database()
-
-
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def registry(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    m = MasterProcess(tmp_path_factory.mktemp("registry") / "master", db_url=_db_url(request)).start()
+    m = MasterProcess(tmp_path_factory.mktemp("registry") / "master", db_url=backend_db_url(request)).start()
     try:
         admin = m.admin()
         cfg = yaml.safe_load(counter_config(length=15, sleep=0.01, ckpt_every=5))
