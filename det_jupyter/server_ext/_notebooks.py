@@ -83,6 +83,26 @@ def launch_warnings(handler: DetHandler, row: Any) -> list[str]:
     return handler.master.rm.launch_warnings(res["resource_pool"], res["slots"])
 
 
+def kill_proxied(handler: DetHandler, task_id: str, kind: str) -> Any:
+    """End a notebook, TensorBoard or shell (UPDATE_NSC on its workspace, and its owner or an
+    admin); returns its row afterwards."""
+    handler.authorize_task(task_id)
+    handler.master.notebooks.visible(handler.user, task_id, kind)
+    handler.master.commands.kill(handler.user, task_id, kind)
+    return handler.master.commands.get(task_id, kind)
+
+
+def set_proxied_priority(handler: DetHandler, task_id: str, kind: str) -> Any:
+    """``det <kind> set priority``: when it starts (once running it is not preempted); returns
+    its row afterwards."""
+    handler.authorize_task(task_id)
+    body = handler.body_json()
+    row = handler.master.notebooks.visible(handler.user, task_id, kind)
+    handler.master.jobs.update(handler.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],
+                               strict=False)
+    return handler.master.commands.get(task_id, kind)
+
+
 class NotebooksHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
@@ -116,11 +136,8 @@ class NotebookKillHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
     def post(self, task_id: str) -> None:
-        self.authorize_task(task_id)
-        self.master.notebooks.visible(self.user, task_id)
-        self.master.commands.kill(self.user, task_id, "NOTEBOOK")  # owner or admin: checked above
+        row = kill_proxied(self, task_id, "NOTEBOOK")
         self.master.notebooks.drop(task_id)
-        row = self.master.commands.get(task_id, "NOTEBOOK")
         self.send({"notebook": notebook_json(row, False)})
 
 
@@ -130,10 +147,5 @@ class NotebookPriorityHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
     def post(self, task_id: str) -> None:
-        self.authorize_task(task_id)
-        body = self.body_json()
-        row = self.master.notebooks.visible(self.user, task_id)
-        self.master.jobs.update(self.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],
-                                strict=False)
-        row = self.master.commands.get(task_id, "NOTEBOOK")
+        row = set_proxied_priority(self, task_id, "NOTEBOOK")
         self.send({"notebook": notebook_json(row, task_id in self.master.notebooks.ready)})

@@ -26,10 +26,9 @@ from ..errors import DetError, NotFound
 from ..services._shells import PRIVATE_KEY, PUBLIC_KEY, public_config, ssh_username
 from ..services.auth import User
 from ..services.authz import Perm
-from ..services.job_control import QueueUpdate
 from ._base import DetHandler
 from ._commands import command_json
-from ._notebooks import launch_request, launch_warnings, listed
+from ._notebooks import kill_proxied, launch_request, launch_warnings, listed, set_proxied_priority
 
 log = logging.getLogger("det_jupyter.tunnel")
 
@@ -89,10 +88,7 @@ class ShellKillHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
     def post(self, task_id: str) -> None:
-        self.authorize_task(task_id)
-        self.master.notebooks.visible(self.user, task_id, KIND)
-        self.master.commands.kill(self.user, task_id, KIND)  # owner or admin: checked above
-        row = self.master.commands.get(task_id, KIND)
+        row = kill_proxied(self, task_id, KIND)
         self.send({"shell": shell_json(row, False, self.user)})
 
 
@@ -102,12 +98,7 @@ class ShellPriorityHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
     def post(self, task_id: str) -> None:
-        self.authorize_task(task_id)
-        body = self.body_json()
-        row = self.master.notebooks.visible(self.user, task_id, KIND)
-        self.master.jobs.update(self.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],
-                                strict=False)
-        row = self.master.commands.get(task_id, KIND)
+        row = set_proxied_priority(self, task_id, KIND)
         self.send({"shell": shell_json(row, task_id in self.master.notebooks.ready, self.user)})
 
 

@@ -8,9 +8,16 @@ from typing import Any
 from ..errors import InvalidRequest
 from ..services import tensorboards
 from ..services.authz import Perm
-from ..services.job_control import QueueUpdate
 from ._base import DetHandler
-from ._notebooks import launch_request, launch_warnings, listed, notebook_json, task_proxy_url
+from ._notebooks import (
+    kill_proxied,
+    launch_request,
+    launch_warnings,
+    listed,
+    notebook_json,
+    set_proxied_priority,
+    task_proxy_url,
+)
 
 KIND = tensorboards.KIND
 
@@ -77,10 +84,7 @@ class TensorboardKillHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
     def post(self, task_id: str) -> None:
-        self.authorize_task(task_id)
-        self.master.notebooks.visible(self.user, task_id, KIND)
-        self.master.commands.kill(self.user, task_id, KIND)  # owner or admin: checked above
-        row = self.master.commands.get(task_id, KIND)
+        row = kill_proxied(self, task_id, KIND)
         self.send({"tensorboard": tensorboard_json(row, False)})
 
 
@@ -90,10 +94,5 @@ class TensorboardPriorityHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
     def post(self, task_id: str) -> None:
-        self.authorize_task(task_id)
-        body = self.body_json()
-        row = self.master.notebooks.visible(self.user, task_id, KIND)
-        self.master.jobs.update(self.user, [QueueUpdate(row.job_id, priority=body.get("priority"))],
-                                strict=False)
-        row = self.master.commands.get(task_id, KIND)
+        row = set_proxied_priority(self, task_id, KIND)
         self.send({"tensorboard": tensorboard_json(row, task_id in self.master.notebooks.ready)})

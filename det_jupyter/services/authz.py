@@ -15,6 +15,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from ..errors import Forbidden, NotFound
+
 
 class Perm(enum.Enum):
     # Workspace scope (a cluster-scope assignment grants them in every workspace).
@@ -181,8 +183,6 @@ class Grants:
     def check(self, perm: Perm, workspace_id: int | None, what: str) -> None:
         """Raise NotFound when the caller may not see ``what``, Forbidden when it may see it but
         not do ``perm`` to it."""
-        from ..errors import Forbidden, NotFound
-
         if self.can(perm, workspace_id):
             return
         view = VIEW_OF.get(perm)
