@@ -126,9 +126,9 @@ def recompute_summary(conn: sa.Connection, trial_id: int, config: dict) -> None:
     conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(summary=summary, best_validation=best))
 
 
-_METRIC_COLUMNS = "trial_id, trial_run_id, mgroup, steps_completed, report_time, body, archived, lod"
+_METRIC_COLUMNS = "trial_id, trial_run_id, mgroup, steps_completed, report_time, body, archived, lod, time_text"
 # Binary COPY takes the columns' types, in that order; the server then parses no text.
-_METRIC_TYPES = ["int4", "int4", "text", "int4", "float8", "text", "bool", "int2"]
+_METRIC_TYPES = ["int4", "int4", "text", "int4", "float8", "text", "bool", "int2", "text"]
 
 
 def _rows(trial_id: int, run_id: int | None, reports: list[Report], counts: dict[str, int]) -> Iterator[tuple]:
@@ -139,7 +139,8 @@ def _rows(trial_id: int, run_id: int | None, reports: list[Report], counts: dict
     for r in reports:
         counts[r.group] = ordinal = counts.get(r.group, 0) + 1
         ordinals.append(ordinal)
-    return ((trial_id, run_id, r.group, r.steps_completed, r.report_time, _body(r.metrics), False, _lod(n))
+    return ((trial_id, run_id, r.group, r.steps_completed, r.report_time, _body(r.metrics), False, _lod(n),
+             time_text(r.report_time))
             for r, n in zip(reports, ordinals, strict=True))
 
 
@@ -155,7 +156,7 @@ def _insert_rows(conn: sa.Connection, rows: Iterable[tuple]) -> None:
         return
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     conn.exec_driver_sql(
-        f"INSERT INTO metrics ({_METRIC_COLUMNS}) VALUES ({', '.join([mark] * 8)})", list(rows)
+        f"INSERT INTO metrics ({_METRIC_COLUMNS}) VALUES ({', '.join([mark] * 9)})", list(rows)
     )
 
 
@@ -308,7 +309,7 @@ class MetricService:
         maxp = max(int(max_points or 0), 0)
         params: dict[str, Any] = {"group": group, "no": False}
         point = self._point_sql(names, params)
-        cols = f"m.trial_id, m.steps_completed, {point or 'm.report_time, m.body'}"
+        cols = f"m.trial_id, m.steps_completed, {point or 'm.time_text, m.body'}"
         if start is not None:
             params["start"] = start
         if end is not None:
@@ -382,8 +383,7 @@ class MetricService:
                                  "AS text), '')" for i in range(len(names)))
             params.update({f"n{i}": name for i, name in enumerate(names)})
             return (
-                "'{\"batches\":' || m.steps_completed || ',\"time\":\"' || "
-                "to_char(to_timestamp(m.report_time) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || "
+                "'{\"batches\":' || m.steps_completed || ',\"time\":\"' || m.time_text || "
                 f"'\",\"values\":{{' || {_members(values, names, params)} || '}}}}'"
             )
         if any('"' in name or "\\" in name for name in names):
@@ -394,8 +394,7 @@ class MetricService:
         values = " || ".join(f"COALESCE(:k{i} || (m.body -> :p{i}), '')" for i in range(len(names)))
         params.update({f"p{i}": f'$."{name}"' for i, name in enumerate(names)})
         return (
-            "'{\"batches\":' || m.steps_completed || ',\"time\":\"' || "
-            "strftime('%Y-%m-%dT%H:%M:%fZ', m.report_time, 'unixepoch') || "
+            "'{\"batches\":' || m.steps_completed || ',\"time\":\"' || m.time_text || "
             f"'\",\"values\":{{' || {_members(values, names, params)} || '}}}}'"
         )
 
@@ -483,9 +482,22 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _point_json(step: int, when: float, body: dict, names: list[str]) -> str:
+def _point_json(step: int, stamp: str, body: dict, names: list[str]) -> str:
     """One chart point built in Python, in the format the SQL above produces."""
-    whole = int(when)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((when - whole) * 1000):03d}Z"
     values = {name: body[name] for name in names if body.get(name) is not None}
     return json.dumps({"batches": step, "time": stamp, "values": values}, separators=(",", ":"))
+
+
+_SECONDS: dict[int, str] = {}  # whole seconds as text: a trial's reports share most of them
+
+
+def time_text(when: float) -> str:
+    """A report time as the REST API spells it, to the millisecond (truncated): the
+    ``time_text`` of its metric rows."""
+    whole = int(when)
+    head = _SECONDS.get(whole)
+    if head is None:
+        if len(_SECONDS) > 10_000:
+            _SECONDS.clear()
+        head = _SECONDS[whole] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{head}.{int((when - whole) * 1000):03d}Z"

@@ -40,7 +40,11 @@ def _v2_chart_levels(conn: sa.Connection) -> None:
         counts.setdefault(trial_id, {})[group] = n
     for trial_id, value in counts.items():
         conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(report_counts=value))
-    t.CHART_INDEXES[conn.dialect.name].create(conn)
+    if conn.dialect.name == "sqlite":  # the index as it was then (step 6 remakes it)
+        conn.execute(sa.text("CREATE INDEX ix_metrics_chart ON metrics (trial_id, mgroup, archived, lod, "
+                             "steps_completed, report_time, body) WHERE lod >= 3"))
+    else:
+        t.CHART_INDEXES["postgresql"].create(conn)
 
 
 def _v3_jobs(conn: sa.Connection) -> None:
@@ -123,12 +127,30 @@ def _v5_governance(conn: sa.Connection) -> None:
         conn.execute(sa.insert(t.role_assignments).values(role="WorkspaceAdmin", user_id=uid, workspace_id=ws))
 
 
+def _v6_metric_time_text(conn: sa.Connection) -> None:
+    """metrics.time_text (the report time as the API spells it), filled from report_time; the
+    SQLite chart index covers it instead of report_time."""
+    if "time_text" in {c["name"] for c in sa.inspect(conn).get_columns("metrics")}:
+        return
+    conn.execute(sa.text("ALTER TABLE metrics ADD COLUMN time_text TEXT NOT NULL DEFAULT ''"))
+    if conn.dialect.name == "postgresql":
+        text = ("to_char(to_timestamp(report_time) AT TIME ZONE 'UTC', "
+                "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')")
+    else:
+        text = "strftime('%Y-%m-%dT%H:%M:%fZ', report_time, 'unixepoch')"
+    conn.execute(sa.text(f"UPDATE metrics SET time_text = {text}"))
+    if conn.dialect.name == "sqlite":
+        conn.execute(sa.text("DROP INDEX IF EXISTS ix_metrics_chart"))
+        t.CHART_INDEXES["sqlite"].create(conn)
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
     (3, _v3_jobs),
     (4, _v4_interactive),
     (5, _v5_governance),
+    (6, _v6_metric_time_text),
 ]
 
 

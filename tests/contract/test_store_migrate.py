@@ -143,7 +143,7 @@ def test_step_5_gives_the_users_of_an_older_database_what_they_could_do(engine: 
     """A database from before roles (version 4): admins become ClusterAdmin, everyone else
     Editor on Uncategorized, and a workspace's creator its WorkspaceAdmin; run once only."""
     with engine.begin() as conn:
-        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version == 5))
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version >= 5))
         conn.execute(sa.delete(t.role_assignments))
         ids = {}
         for name, admin in (("boss", True), ("worker", False)):
@@ -161,3 +161,37 @@ def test_step_5_gives_the_users_of_an_older_database_what_they_could_do(engine: 
     assert ("ClusterAdmin", ids["boss"], None) in got
     assert ("Editor", ids["worker"], 1) in got
     assert ("WorkspaceAdmin", ids["worker"], 7) in got
+
+
+def test_step_6_spells_out_the_report_times_of_stored_metrics(engine: sa.Engine) -> None:
+    """A database from before metrics.time_text (version 5): every row gets its report time as
+    the API spells it, the same text ingestion now writes, and the SQLite chart index covers it."""
+    from det_jupyter.services._clock import Clock
+    from det_jupyter.services.metrics import MetricService, Report, time_text
+
+    from ._rows import make_world
+
+    _, _, trial_id = make_world(engine)
+    when = 1_764_000_000.25
+    MetricService(engine, Clock()).ingest(trial_id, None, [
+        Report("training", s, {"loss": 1.0 / s}, when + s) for s in range(1, 17)])
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP INDEX ix_metrics_chart"))
+        conn.execute(sa.text("ALTER TABLE metrics DROP COLUMN time_text"))
+        if conn.dialect.name == "sqlite":
+            conn.execute(sa.text("CREATE INDEX ix_metrics_chart ON metrics (trial_id, mgroup, archived, lod, "
+                                 "steps_completed, report_time, body) WHERE lod >= 3"))
+        else:
+            t.CHART_INDEXES["postgresql"].create(conn)
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version >= 6))
+    assert migrate(engine) == max(number for number, _ in _migrate.MIGRATIONS)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(t.metrics.c.steps_completed, t.metrics.c.time_text)
+                            .where(t.metrics.c.trial_id == trial_id).order_by(t.metrics.c.steps_completed)).all()
+    assert [text for _, text in rows] == [time_text(when + s) for s in range(1, 17)]
+    assert rows[0][1] == "2025-11-24T16:00:01.250Z"
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            sql = conn.execute(sa.text("SELECT sql FROM sqlite_master WHERE name = 'ix_metrics_chart'")).scalar()
+        assert "time_text" in sql and "report_time" not in sql
+    test_every_index_exists(engine)
