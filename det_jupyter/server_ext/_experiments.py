@@ -171,7 +171,8 @@ class ExperimentTrialsHandler(DetHandler):
 
     def get(self, exp_id: str) -> None:
         eid = int(exp_id)
-        get_view(self, eid)
+        self.require_experiment(eid)
+        self.authorize_experiment(eid)  # 404 if it does not exist; its view is not needed
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
         states = [s.removeprefix("STATE_") for s in self.get_query_arguments("states")]

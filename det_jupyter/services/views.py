@@ -12,6 +12,9 @@ from ..store import reader
 from ..store import tables as t
 from ._states import AllocState
 
+# A trial view is every column but the metrics' ingestion bookkeeping (JSON decoded per row:
+# an experiment table of hundreds of trials paid for it).
+_TRIAL_VIEW_COLUMNS = [c for c in t.trials.c if c.name != "report_counts"]
 
 @dataclass
 class ExperimentView:
@@ -140,7 +143,7 @@ class Views:
         offset: int = 0, limit: int = 0, descending: bool = False, count: bool = True,
     ) -> tuple[list[TrialView], int]:
         """Trials and the total matching (``count=False``: the total is -1, not counted)."""
-        q = sa.select(t.trials)
+        q = sa.select(*_TRIAL_VIEW_COLUMNS)
         if exp_id is not None:
             q = q.where(t.trials.c.experiment_id == exp_id)
         if trial_ids is not None:
@@ -158,9 +161,13 @@ class Views:
             rows = conn.execute(q).all()
             states_by: dict[int, set[str]] = defaultdict(set)
             if rows:
+                # An experiment's trials by a subquery: hundreds of ids as parameters cost more
+                # to compile and bind than the query takes.
+                ids: Any = ([r.id for r in rows] if exp_id is None or offset or limit or states
+                            else sa.select(t.trials.c.id).where(t.trials.c.experiment_id == exp_id))
                 for a in conn.execute(
                     sa.select(t.allocations.c.trial_id, t.allocations.c.state).where(
-                        t.allocations.c.trial_id.in_([r.id for r in rows]),
+                        t.allocations.c.trial_id.in_(ids),
                         t.allocations.c.state != AllocState.TERMINATED.value,
                     )
                 ):
