@@ -330,6 +330,17 @@ class ExperimentService:
 
     def maybe_finish(self, exp_id: int) -> None:
         """Move the experiment to its terminal state once no trial can run any more."""
+        # Called after every trial's exit: one autocommit read answers "not yet" (nearly always)
+        # without the round trips of a transaction.
+        with self._reader.connect() as conn:
+            pre = conn.execute(sa.select(
+                t.experiments.c.state, t.experiments.c.searcher_shutdown,
+                sa.exists().where(t.trials.c.experiment_id == exp_id,
+                                  t.trials.c.state.not_in([s.value for s in TERMINAL])),
+            ).where(t.experiments.c.id == exp_id)).first()
+        if pre is None or pre[2] or State(pre.state) in TERMINAL or State(pre.state) == State.PAUSED \
+                or not (State(pre.state) in STOPPING or pre.searcher_shutdown):
+            return
         with self._engine.begin() as conn:
             exp = conn.execute(
                 sa.select(t.experiments.c.state, t.experiments.c.searcher_shutdown)

@@ -315,14 +315,17 @@ class MetricService:
         if end is not None:
             params["end"] = end
         where = _window("m", params)
-        ids = ", ".join(str(int(tid)) for tid in trial_ids)
         with self._reader.connect() as conn:
             if not maxp:
-                sql = f"SELECT {cols} FROM metrics m WHERE m.trial_id IN ({ids}) AND {where}"
+                # The ids bound, not inlined: a history of another trial is then the same
+                # statement (compiled and prepared once), not a new one.
+                params["ids"] = list(trial_ids)
+                query = sa.text(f"SELECT {cols} FROM metrics m WHERE m.trial_id IN :ids AND {where}") \
+                    .bindparams(sa.bindparam("ids", expanding=True))
             else:
-                sql = self._downsampled_sql(conn, trial_ids, group, maxp, cols, where, params)
+                query = sa.text(self._downsampled_sql(conn, trial_ids, group, maxp, cols, where, params))
             # Straight from the driver's cursor: tens of thousands of rows of one string each.
-            rows = conn.execute(sa.text(sql), params).cursor.fetchall()
+            rows = conn.execute(query, params).cursor.fetchall()
         rows.sort()
         out = dict.fromkeys(trial_ids, "[]")
         if point and not maxp:

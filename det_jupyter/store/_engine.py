@@ -22,6 +22,9 @@ def normalize_url(url: str) -> str:
     return url
 
 
+_READ_ONLY = "det_read_only"
+
+
 def make_engine(url: str, **kwargs: Any) -> sa.Engine:
     """Create an engine with the settings each backend needs.
 
@@ -54,8 +57,10 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
         @sa.event.listens_for(engine, "begin")
         def _on_begin(conn: sa.Connection) -> None:
             # Straight to the driver: through SQLAlchemy's execution path this statement cost
-            # more than many of the transactions it opens.
-            conn.connection.driver_connection.execute("BEGIN IMMEDIATE")
+            # more than many of the transactions it opens. Reads (``reader``) take a deferred
+            # BEGIN: a snapshot of their own, without queueing for the write lock.
+            read = conn.get_execution_options().get(_READ_ONLY, False)
+            conn.connection.driver_connection.execute("BEGIN" if read else "BEGIN IMMEDIATE")
 
         return engine
     engine = sa.create_engine(url, **{"pool_size": 10, "max_overflow": 20, **kwargs})
@@ -90,7 +95,8 @@ IDLE_PING_S = 10.0
 def reader(engine: sa.Engine) -> sa.Engine:
     """The engine for read-only work. On PostgreSQL its connections run in autocommit, which
     saves a read the BEGIN and ROLLBACK round trips of a transaction it does not need (each
-    statement still reads one consistent snapshot); on SQLite it is the engine itself."""
+    statement still reads one consistent snapshot); on SQLite its transactions begin deferred
+    (a WAL snapshot, no write lock), so reads neither wait for nor hold up writers."""
     if engine.dialect.name == "postgresql":
         return engine.execution_options(isolation_level="AUTOCOMMIT")
-    return engine
+    return engine.execution_options(**{_READ_ONLY: True})
