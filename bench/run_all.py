@@ -186,7 +186,9 @@ def write_report(results: dict[str, dict], calib0: float, calib1: float, wall: f
            "PostgreSQL is a binary COPY into an indexed row-per-value table on the same server "
            "(`raw_reference` in results.json; the SQLite executemany ratio is `ratio_vs_raw_sqlite`)."),
         *(["- rerun after the full run (`--only`): "
-           + ", ".join(f"{r['bench']} at {r['at']} UTC" for r in reruns)
+           + ", ".join(f"{r['bench']} at {r['at']} UTC" + (
+               f" (calib {r['calib_rows_per_s'][0]:,.0f} -> {r['calib_rows_per_s'][1]:,.0f})"
+               if r.get("calib_rows_per_s") else "") for r in reruns)
            + "; their rows come from that rerun, the others from the full run."] if reruns else []),
         "",
         "| figure | target | SQLite | status | PostgreSQL | status | plot |",
@@ -252,6 +254,9 @@ def _rerun(names: list[str]) -> None:
     ensure_venvs()
     saved = json.loads((BENCH / "results.json").read_text())
     pg_skipped = saved.get("pg_skipped")
+    calib0 = run_json([sys.executable, str(BENCH / "calib.py")], timeout=120)
+    print(json.dumps(calib0), flush=True)
+    done = []
     for name in names:
         b = name.removesuffix(".py") + ".py"
         if b not in BENCHES:
@@ -265,8 +270,13 @@ def _rerun(names: list[str]) -> None:
             print(json.dumps({k: v for k, v in r.items() if k not in ("runs", "rounds")}), flush=True)
             target = saved if db == "sqlite" else saved.setdefault("postgresql", {})
             target[b.removesuffix(".py")] = r
-        saved.setdefault("reruns", []).append(
-            {"bench": b.removesuffix(".py"), "at": time.strftime("%Y-%m-%d %H:%M", time.gmtime())})
+        done.append({"bench": b.removesuffix(".py"), "at": time.strftime("%Y-%m-%d %H:%M", time.gmtime())})
+    # The machine's speed around the rerun, as the full run records it around itself.
+    calib1 = run_json([sys.executable, str(BENCH / "calib.py")], timeout=120)
+    print(json.dumps(calib1), flush=True)
+    for entry in done:
+        entry["calib_rows_per_s"] = [calib0["rows_per_s"], calib1["rows_per_s"]]
+    saved.setdefault("reruns", []).extend(done)
     (BENCH / "results.json").write_text(json.dumps(saved, indent=1))
     pg = saved.pop("postgresql", {})
     c0, c1 = saved.pop("calib_start"), saved.pop("calib_end")
