@@ -328,20 +328,19 @@ class MetricService:
             rows = conn.execute(query, params).cursor.fetchall()
         rows.sort()
         out = dict.fromkeys(trial_ids, "[]")
-        if point and not maxp:
-            # Every visible row once (ingestion never stores a visible step twice): each
-            # trial's points are its rows' texts, joined without a Python step per row.
+        if point:
+            # Every row once (ingestion never stores a visible step twice, and the end rows
+            # exclude those their level holds): each trial's points are its rows' texts, joined
+            # without a Python step per row.
             for tid, trial_rows in itertools.groupby(rows, key=_TRIAL):
-                out[tid] = "[" + ",".join(map(_TEXT, trial_rows)) + "]"
+                texts = list(map(_TEXT, trial_rows))
+                if maxp and len(texts) > maxp:
+                    texts = _thin(texts, maxp)
+                out[tid] = "[" + ",".join(texts) + "]"
             return out
         parts: dict[int, list[str]] = {tid: [] for tid in trial_ids}
-        last = None
         for row in rows:
-            if row[:2] == last:  # a trial's end row that its level holds too
-                continue
-            last = row[:2]
-            text = row[2] if point else _point_json(row[1], row[2], json.loads(row[3]), names)
-            parts[row[0]].append(text)
+            parts[row[0]].append(_point_json(row[1], row[2], json.loads(row[3]), names))
         if maxp:
             parts = {tid: _thin(p, maxp) for tid, p in parts.items()}
         out.update((tid, "[" + ",".join(p) + "]") for tid, p in parts.items())
@@ -351,7 +350,8 @@ class MetricService:
         self, conn: sa.Connection, trial_ids: list[int], group: str, maxp: int, cols: str, where: str,
         params: dict[str, Any],
     ) -> str:
-        """Each trial's rows at its level, and its end rows (which may repeat one of those)."""
+        """Each trial's rows at its level, and those of its end rows the level does not hold
+        (each row once)."""
         ids = ", ".join(str(int(tid)) for tid in trial_ids)
         if "start" in params or "end" in params:  # a zoomed chart: count what the window holds
             counts = dict(conn.execute(sa.text(
@@ -367,15 +367,17 @@ class MetricService:
                 f"{x_where} ORDER BY x.steps_completed {{}} LIMIT 1)")
         lo = edge.format("ASC") if maxp > 1 else "CAST(NULL AS INTEGER)"
         src = f"FROM lv JOIN metrics m ON m.trial_id = lv.trial_id WHERE {where}"
-        ends = f"FROM e JOIN metrics m ON m.trial_id = e.trial_id WHERE {where} AND m.steps_completed = e"
+        # An end row at the trial's level is already among its level's rows; a first row that
+        # is also the last is the last.
+        ends = f"FROM e JOIN metrics m ON m.trial_id = e.trial_id WHERE {where} AND m.lod < e.l AND m.steps_completed = e"
         # Each trial's end steps are found once (MATERIALIZED), not once per metrics row.
         return (
             f"WITH lv(trial_id, l) AS (VALUES {levels}), "
-            f"e AS MATERIALIZED (SELECT lv.trial_id, {edge.format('DESC')} AS hi, {lo} AS lo FROM lv) "
+            f"e AS MATERIALIZED (SELECT lv.trial_id, lv.l, {edge.format('DESC')} AS hi, {lo} AS lo FROM lv) "
             f"SELECT {cols} {src} AND lv.l < {t.CHART_INDEX_LOD} AND m.lod >= lv.l "
             f"UNION ALL SELECT {cols} {src} AND lv.l >= {t.CHART_INDEX_LOD} "
             f"AND m.lod >= {t.CHART_INDEX_LOD} AND m.lod >= lv.l "
-            f"UNION ALL SELECT {cols} {ends}.hi UNION ALL SELECT {cols} {ends}.lo"
+            f"UNION ALL SELECT {cols} {ends}.hi UNION ALL SELECT {cols} {ends}.lo AND e.lo <> e.hi"
         )
 
     def _point_sql(self, names: list[str], params: dict[str, Any]) -> str | None:

@@ -72,8 +72,13 @@ def test_downsampling_keeps_at_most_max_points_with_the_ends(engine: sa.Engine, 
     if max_points > 1:
         assert steps[0] == 1
         assert len(steps) >= min(100, max_points) // 2
-    assert steps == sorted(steps)
+    assert steps == sorted(set(steps))  # each report once, the ends included
     assert len(out[second]) == min(3, max_points)
+    zoomed = [r[0] for r in _series(metrics, [first], "training", ["loss"], max_points=max_points,
+                                    start=11, end=80)[first]]
+    assert len(zoomed) <= max_points and zoomed == sorted(set(zoomed)) and zoomed[-1] == 79
+    quoted = _series(metrics, [first], "training", ['lo"ss', "loss"], max_points=max_points)[first]
+    assert [r[0] for r in quoted] == steps  # points built in Python: the same rows
 
 
 def test_step_window_and_archived_rows(engine: sa.Engine, metrics: MetricService) -> None:
