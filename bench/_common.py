@@ -176,3 +176,28 @@ def bench_database(admin_url: str | None) -> Iterator[str | None]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def database_copy(db_url: str | None, data_dir: Path, copy_dir: Path) -> Iterator[str | None]:
+    """A copy of a stopped master's database as it is now, for a second master to serve: on
+    SQLite its data directory copied to ``copy_dir`` (yields None); on PostgreSQL a database
+    made from ``db_url``'s as a template (yields its URL), dropped on exit."""
+    import shutil
+
+    if db_url is None:
+        shutil.copytree(data_dir, copy_dir)
+        yield None
+        return
+    import psycopg
+
+    url = libpq_url(db_url)
+    server, source = url.rsplit("/", 1)
+    name = source + "_copy"
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
+    try:
+        yield db_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
