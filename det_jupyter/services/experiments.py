@@ -331,44 +331,38 @@ class ExperimentService:
     def maybe_finish(self, exp_id: int) -> None:
         """Move the experiment to its terminal state once no trial can run any more."""
         # Called after every trial's exit: one autocommit read answers "not yet" (nearly always)
-        # without the round trips of a transaction.
+        # without the round trips of a transaction; the transaction asks again before acting.
         with self._reader.connect() as conn:
-            pre = conn.execute(sa.select(
-                t.experiments.c.state, t.experiments.c.searcher_shutdown,
-                sa.exists().where(t.trials.c.experiment_id == exp_id,
-                                  t.trials.c.state.not_in([s.value for s in TERMINAL])),
-            ).where(t.experiments.c.id == exp_id)).first()
-        if pre is None or pre[2] or State(pre.state) in TERMINAL or State(pre.state) == State.PAUSED \
-                or not (State(pre.state) in STOPPING or pre.searcher_shutdown):
-            return
+            if self._end_state(conn, exp_id) is None:
+                return
         with self._engine.begin() as conn:
-            exp = conn.execute(
-                sa.select(t.experiments.c.state, t.experiments.c.searcher_shutdown)
-                .where(t.experiments.c.id == exp_id)
-            ).one()
-            state = State(exp.state)
-            if state in TERMINAL or state == State.PAUSED:
+            end = self._end_state(conn, exp_id)
+            if end is None:
                 return
-            open_trial = conn.execute(
-                sa.select(t.trials.c.state)
-                .where(
-                    t.trials.c.experiment_id == exp_id,
-                    t.trials.c.state.not_in([s.value for s in TERMINAL]),
-                )
-                .limit(1)
-            ).first()
-            if open_trial is not None:
-                return
-            if state in STOPPING:
-                self._set_state(conn, exp_id, STOPPING_END[state])
-            elif exp.searcher_shutdown:
-                self._set_state(conn, exp_id, State.COMPLETED)
+            target, search_done = end
+            self._set_state(conn, exp_id, target)
+            if search_done:
                 conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(progress=1.0))
-            else:
-                return
         self._log.forget(exp_id)
         self.on_finished(exp_id)
         self.on_change()
+
+    def _end_state(self, conn: sa.Connection, exp_id: int) -> tuple[State, bool] | None:
+        """The state the experiment ends in now, and whether its search ending is why; None
+        while a trial can still run, or when it is paused or already over."""
+        row = conn.execute(sa.select(
+            t.experiments.c.state, t.experiments.c.searcher_shutdown,
+            sa.exists().where(t.trials.c.experiment_id == exp_id,
+                              t.trials.c.state.not_in([s.value for s in TERMINAL])),
+        ).where(t.experiments.c.id == exp_id)).first()
+        if row is None or row[2]:
+            return None
+        state = State(row.state)
+        if state in STOPPING:
+            return STOPPING_END[state], False
+        if state in TERMINAL or state == State.PAUSED or not row.searcher_shutdown:
+            return None
+        return State.COMPLETED, True
 
     def active_ids(self) -> list[int]:
         with self._reader.connect() as conn:

@@ -16,6 +16,7 @@ from ._states import AllocState
 # an experiment table of hundreds of trials paid for it).
 _TRIAL_VIEW_COLUMNS = [c for c in t.trials.c if c.name != "report_counts"]
 
+
 @dataclass
 class ExperimentView:
     row: Any
