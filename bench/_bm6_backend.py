@@ -1,5 +1,5 @@
-"""BM-6's loopback backend: 100 B and 1 MiB GET responses, a websocket echo and the
-``api/status`` readiness probe, under any path prefix (direct ``/small``, det-jupyter's
+"""BM-6's loopback backend: 100 B and 1 MiB GET responses, a websocket echo, the
+``api/status`` readiness probe and empty ``api/kernels|terminals|sessions``, under any path prefix (direct ``/small``, det-jupyter's
 ``/proxy/<id>/small``, jupyter-server-proxy's ``/small``).
 
     python _bm6_backend.py PORT
@@ -15,6 +15,8 @@ import sys
 SMALL = b"x" * 100
 BIG = b"y" * (1 << 20)
 STATUS = b'{"started": "2026-01-01T00:00:00Z", "last_activity": "2026-01-01T00:00:00Z"}'
+#: A Jupyter server with nothing open, for the idle culler's looks (BM-6's cull figures).
+EMPTY_LISTS = ("/api/kernels", "/api/terminals", "/api/sessions")
 
 
 def serve_aiohttp(port: int) -> None:
@@ -33,6 +35,8 @@ def serve_aiohttp(port: int) -> None:
             return ws
         if path.endswith("/api/status"):
             return web.Response(body=STATUS, content_type="application/json")
+        if path.endswith(EMPTY_LISTS):
+            return web.Response(body=b"[]", content_type="application/json")
         if path.endswith("/big"):
             return web.Response(body=BIG, content_type="application/octet-stream")
         return web.Response(body=SMALL, content_type="text/plain")
@@ -56,9 +60,9 @@ def serve_tornado(port: int) -> None:
 
     class Plain(web.RequestHandler):
         def get(self, path: str) -> None:
-            if path.endswith("api/status"):
+            if path.endswith("api/status") or path.endswith(EMPTY_LISTS):
                 self.set_header("Content-Type", "application/json")
-                self.finish(STATUS)
+                self.finish(STATUS if path.endswith("api/status") else b"[]")
             else:
                 self.finish(BIG if path.endswith("big") else SMALL)
 

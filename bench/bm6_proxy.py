@@ -41,6 +41,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from _bm6_cull import cull_figures
 from _common import BENCH, emit, log, median, median_ratio, percentile
 
 from tests._master import MasterProcess, free_port, wait_for
@@ -336,6 +337,9 @@ def main() -> None:
             procs.append(subprocess.Popen([str(py), str(BENCH / "_bm6_backend.py"), str(backend_port)],
                                           stdin=subprocess.DEVNULL))
             wait_http(f"http://127.0.0.1:{backend_port}/api/status")
+            cull = cull_figures(backend_port, 50 if a.smoke else 500)
+            log("idle culler: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                            for k, v in cull.items()))
             master = MasterProcess(tmp / "master", slots=1).start()
             nb, ticket, proxy_port = proxied_notebook(master, backend_port)
             paths: dict[str, dict[str, Any]] = {
@@ -369,8 +373,8 @@ def main() -> None:
                "peers": ["jupyter-server-proxy==4.6.0"] if use_jsp else [],
                "backend": "aiohttp" if use_jsp or importlib.util.find_spec("aiohttp") else "tornado",
                "wall_s": wall,
-               "not_measured": "route add/remove latency and the idle-cull sweep of benchmarks.md",
-               **summarize(runs, list(paths)), "runs": runs}
+               "not_measured": "route add/remove latency of benchmarks.md",
+               **cull, **summarize(runs, list(paths)), "runs": runs}
     emit(summary)
 
 

@@ -149,3 +149,28 @@ class NotebookPriorityHandler(DetHandler):
     def post(self, task_id: str) -> None:
         row = set_proxied_priority(self, task_id, "NOTEBOOK")
         self.send({"notebook": notebook_json(row, task_id in self.master.notebooks.ready)})
+
+
+class NotebookReportIdleHandler(DetHandler):
+    """``PUT /api/v1/notebooks/{id}/report_idle {"idle": bool}``: a notebook's idle checker
+    (Determined's ``check_idle.py``, with the task's allocation token) or its owner says
+    whether it is idle. ``idle: false`` counts as activity; while a task reports, the master
+    stops looking at its Jupyter server itself."""
+
+    permissions = {"PUT": Perm.UPDATE_NSC}
+    allow_task = True
+
+    def put(self, task_id: str) -> None:
+        self.require_task(task_id)
+        self.authorize_task(task_id)
+        body = self.body_json()
+        idle = body.get("idle", False)
+        if not isinstance(idle, bool):
+            raise InvalidRequest(f"idle must be true or false, got {str(idle)[:40]!r}")
+        named = body.get("notebookId")
+        if named not in (None, "", task_id):
+            raise InvalidRequest(f"notebookId {str(named)[:60]!r} does not match the path's {task_id}")
+        row = self.master.notebooks.visible(self.user, task_id)
+        if row.end_time is None:
+            self.master.notebooks.report_idle(task_id, idle)
+        self.send({})

@@ -95,6 +95,7 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/notebooks/([^/]+)", _notebooks.NotebookHandler),
     (r"/api/v1/notebooks/([^/]+)/kill", _notebooks.NotebookKillHandler),
     (r"/api/v1/notebooks/([^/]+)/set_priority", _notebooks.NotebookPriorityHandler),
+    (r"/api/v1/notebooks/([^/]+)/report_idle", _notebooks.NotebookReportIdleHandler),
     (r"/api/v1/tensorboards", _tensorboards.TensorboardsHandler),
     (r"/api/v1/tensorboards/([^/]+)", _tensorboards.TensorboardHandler),
     (r"/api/v1/tensorboards/([^/]+)/kill", _tensorboards.TensorboardKillHandler),

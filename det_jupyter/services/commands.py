@@ -166,6 +166,18 @@ class CommandService:
         with self._reader.connect() as conn:
             return list(conn.execute(q))
 
+    def running_proxied(self) -> list[sa.Row]:
+        """The running tasks of every proxied kind that have an address: only what the
+        proxy's readiness and idle passes read (once a second), no context or user join."""
+        c, a = t.commands.c, t.allocations.c
+        q = (sa.select(c.task_id, c.task_type, c.owner_id, c.config, c.proxy_address,
+                       c.proxy_token, c.end_time, a.allocation_id)
+             .join(t.allocations, a.task_id == c.task_id)
+             .where(c.task_type.in_(tuple(KINDS)), a.state == AllocState.RUNNING.value,
+                    c.proxy_address.is_not(None)))
+        with self._reader.connect() as conn:
+            return list(conn.execute(q))
+
     def context_tgz(self, task_id: str) -> bytes | None:
         with self._reader.connect() as conn:
             return conn.execute(sa.select(t.commands.c.context).where(t.commands.c.task_id == task_id)).scalar()

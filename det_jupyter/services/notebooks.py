@@ -62,8 +62,12 @@ class NotebookService:
         self.last_traffic: dict[str, float] = {}
         self._last_active: dict[str, float] = {}
         self._previous: dict[str, Activity] = {}
+        self._looked: dict[str, float] = {}  # when the master last looked at a Jupyter server
+        self._reported: dict[str, float] = {}  # when the task last reported (report_idle)
+        self._unanswered: set[str] = set()  # its last look got no answer: never culled for it
+        # Ready tasks with an idle_timeout, by id: what the sweep goes over (rows of the tick).
+        self.watched: dict[str, Any] = {}
         self.idle_check_interval = IDLE_CHECK_INTERVAL
-        self._last_idle_check = 0.0
         self.rbac: RbacService | None = None  # set by the master: roles gate the proxy too
         # Set by the app once the proxy listens on its own origin (None: not serving).
         self.proxy_origin: ProxyOrigin | None = None
@@ -151,20 +155,55 @@ class NotebookService:
     # -- background work (called from the master's tick) ------------------------------------
 
     async def tick(self) -> None:
-        # One read a second, of the running tasks of every proxied kind.
-        rows = [r for r in self._commands.list(kind=tuple(KINDS), running=True) if r.proxy_address]
+        """Once a second: one read of the running tasks of every proxied kind; probe the ones
+        not ready yet; look at the Jupyter servers whose look is due (each once per
+        ``idle_check_interval``, spread by when each became ready); then sweep for idle ones."""
+        rows = self._commands.running_proxied()
         running = {r.task_id for r in rows}
         for gone in (set(self.ready) | set(self.routes)) - running:
             self.drop(gone)
         await asyncio.gather(*(self._probe(r) for r in rows if r.task_id not in self.ready))
         now = self._clock.now()
-        if now - self._last_idle_check >= self.idle_check_interval:
-            self._last_idle_check = now
-            await asyncio.gather(*(self._check_idle(r, now) for r in rows
-                                   if r.task_id in self.ready and r.config.get("idle_timeout")))
+        self.watched = {r.task_id: r for r in rows
+                        if r.task_id in self.ready and r.config.get("idle_timeout")}
+        due = [r for r in self.watched.values() if KINDS[r.task_type].jupyter_idle
+               and now - self._looked.get(r.task_id, now) >= self.idle_check_interval
+               and now - self._reported.get(r.task_id, -1e18) >= 2 * self.idle_check_interval]
+        if due:
+            await asyncio.gather(*(self._look(r, now) for r in due))
+        for row, why in self.sweep(self._clock.now()):
+            self._cull(row, why)
+
+    def sweep(self, now: float) -> list[tuple[Any, str]]:
+        """The watched tasks idle for their ``idle_timeout``, and why: memory only (what the
+        looks, the tasks' own reports and the proxy's traffic recorded), no I/O."""
+        out = []
+        for task_id, row in self.watched.items():
+            if task_id in self._unanswered:
+                continue  # not answering: not evidence of idleness
+            since = max(self._last_active.get(task_id, now), self.last_traffic.get(task_id, 0.0))
+            timeout = float(row.config["idle_timeout"])
+            if now - since < timeout:
+                continue
+            why = (f"notebook_idle_type {row.config.get('notebook_idle_type') or 'kernels_or_terminals'}, "
+                   "no proxy traffic" if KINDS[row.task_type].jupyter_idle else "no proxy traffic")
+            out.append((row, f"culled: idle for {now - since:.0f} s (idle_timeout {timeout:g} s, {why})"))
+        return out
+
+    def report_idle(self, task_id: str, idle: bool) -> None:
+        """The task's own report (``PUT /api/v1/notebooks/{id}/report_idle``, sent by a
+        notebook's idle checker): not idle counts as activity now. While a task reports, the
+        master does not look at its Jupyter server itself."""
+        now = self._clock.now()
+        self._reported[task_id] = now
+        self._unanswered.discard(task_id)
+        if not idle:
+            self._last_active[task_id] = now
 
     def _forget(self, task_id: str) -> None:
-        for d in (self.last_traffic, self._last_active, self._previous):
+        self._unanswered.discard(task_id)
+        self.watched.pop(task_id, None)
+        for d in (self.last_traffic, self._last_active, self._previous, self._looked, self._reported):
             d.pop(task_id, None)
 
     async def _probe(self, row: Any) -> None:
@@ -175,18 +214,19 @@ class NotebookService:
             self.ready.add(row.task_id)
             self.routes[row.task_id] = Target(row.task_id, row.proxy_address, row.proxy_token,
                                               row.owner_id)
-            self._last_active[row.task_id] = self._clock.now()
+            self._last_active[row.task_id] = self._looked[row.task_id] = self._clock.now()
             log.info("notebook %s is ready at %s", row.task_id, row.proxy_address)
 
-    async def _check_idle(self, row: Any, now: float) -> None:
-        if not KINDS[row.task_type].jupyter_idle:
-            self._cull_if_quiet(row, now, "no proxy traffic")
-            return
+    async def _look(self, row: Any, now: float) -> None:
+        """One look at a notebook server's kernels, terminals, sessions and status."""
+        self._looked[row.task_id] = now
         kernels, terminals, sessions, status = await asyncio.gather(
             _get_json(row, "api/kernels"), _get_json(row, "api/terminals"),
             _get_json(row, "api/sessions"), _get_json(row, "api/status"))
         if kernels is None or status is None:
-            return  # not answering: not evidence of idleness
+            self._unanswered.add(row.task_id)
+            return
+        self._unanswered.discard(row.task_id)
         seen = Activity(
             kernels=len(kernels), busy_kernels=sum(k.get("execution_state") == "busy" for k in kernels),
             kernel_connections=sum(int(k.get("connections") or 0) for k in kernels),
@@ -197,14 +237,8 @@ class NotebookService:
                      self._gpu_busy(row.allocation_id)):
             self._last_active[row.task_id] = now
         self._previous[row.task_id] = seen
-        self._cull_if_quiet(row, now, f"notebook_idle_type {idle_type}, no proxy traffic")
 
-    def _cull_if_quiet(self, row: Any, now: float, why: str) -> None:
-        since = max(self._last_active.get(row.task_id, now), self.last_traffic.get(row.task_id, 0.0))
-        timeout = float(row.config["idle_timeout"])
-        if now - since < timeout:
-            return
-        reason = f"culled: idle for {now - since:.0f} s (idle_timeout {timeout:g} s, {why})"
+    def _cull(self, row: Any, reason: str) -> None:
         log.info("%s %s %s", row.task_type.lower(), row.task_id, reason)
         owner = self._auth.user_by_id(row.owner_id)
         self._commands.kill(owner, row.task_id, row.task_type, reason=reason)

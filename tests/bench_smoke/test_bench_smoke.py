@@ -23,7 +23,8 @@ CASES = [
     ("bm3_searcher.py", {"mem_reports_per_s", "durable_reports_per_s", "gate_mismatches", "cost_ratio_last_vs_first"}, 60),
     ("bm5_query.py", {"q1_ms", "q3_ms", "q3_growth_10x", "q4_fresh", "q1_raw_ms"}, 90),
     ("bm6_proxy.py", {"added_p50_ms", "ours_seq_p50_ms", "ours_c10_rps", "ours_big_mb_s",
-                      "ours_ws_rtt_p50_ms", "direct_seq_p50_ms", "ratio_c10_vs_direct"}, 120),
+                      "ours_ws_rtt_p50_ms", "direct_seq_p50_ms", "ratio_c10_vs_direct",
+                      "cull_tick_p50_ms", "cull_sweep_p50_ms", "cull_past_timeout_s"}, 120),
     ("bm7_footprint.py", {"import_ms", "stdlib_floor_ms", "report_p50_us", "report_p99_us", "rss_growth_mb"}, 60),
 ]
 
@@ -37,6 +38,11 @@ def test_smoke(script: str, keys: set[str], limit: int) -> None:
     assert keys <= summary.keys(), f"missing {keys - summary.keys()}"
     assert summary.get("smoke", True) is True
     assert not summary.get("peers"), "smoke runs must not run peers"
+    if script == "bm6_proxy.py":
+        # The culler's decisions (fake time, real store and HTTP): every quiet session culled
+        # within a pass of its timeout, no active one.
+        assert summary["cull_within_timeout_plus_tick"] is True, summary
+        assert summary["cull_active_culled"] == 0 and summary["cull_quiet_not_culled"] == 0, summary
 
 
 @pytest.mark.parametrize("script", ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py",

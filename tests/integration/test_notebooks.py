@@ -234,5 +234,45 @@ def test_idle_notebooks_are_culled_and_busy_ones_are_not(cluster: MasterProcess,
         client.post(f"/api/v1/notebooks/{nb}/kill")
 
 
+def test_a_notebook_reporting_activity_is_kept_and_culled_once_it_reports_idle(
+        cluster: MasterProcess) -> None:
+    """``PUT /api/v1/notebooks/{id}/report_idle`` (what Determined's check_idle.py sends):
+    ``idle: false`` keeps a notebook past its idle_timeout; once it reports idle it is culled
+    within the timeout and one check. Bad bodies get 400 and another user 404, changing
+    nothing."""
+    client = cluster.admin()
+    nb = nbh.launch(client, resources={"slots": 0}, idle_timeout="4s")
+    nbh.wait_running(client, nb)
+    path = f"/api/v1/notebooks/{nb}/report_idle"
+
+    def report(idle: object, who: Client = client, **extra: object) -> object:
+        return who.request("PUT", path, {"notebookId": nb, "idle": idle, **extra})
+
+    for body, words in (({"idle": "yes"}, "idle must be true or false"),
+                        ({"notebookId": "someone-else", "idle": False}, "does not match")):
+        with pytest.raises(ApiError) as err:
+            client.request("PUT", path, body)
+        assert err.value.status == 400 and words in err.value.body["message"], err.value.body
+    other = Client(cluster.url, cluster.login("determined", ADMIN_PASSWORD))
+    with pytest.raises(ApiError) as err:
+        report(False, other)
+    assert err.value.status == 404, err.value.body
+    started = time.monotonic()
+    while time.monotonic() - started < 8:  # twice its idle_timeout, reporting activity
+        assert report(False) == {}
+        time.sleep(1)
+    assert state(client, nb) == "STATE_RUNNING"
+    report(True)
+    idle_at = time.monotonic()
+    wait_for(lambda: state(client, nb) == "STATE_TERMINATED", timeout=20, interval=0.25,
+             what="the notebook that reported idle culled")
+    assert time.monotonic() - idle_at <= 4 + 1 + 2  # timeout + one check + 2 s slack
+    ended = client.get(f"/api/v1/notebooks/{nb}")["notebook"]
+    assert "culled: idle" in ended["exitStatus"], ended
+    # A report for a notebook that has ended changes nothing and is not an error.
+    assert report(False) == {}
+    assert state(client, nb) == "STATE_TERMINATED"
+
+
 def state(client: Client, nb_id: str) -> str:
     return nbh.state(client, nb_id)
