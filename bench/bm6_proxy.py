@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from _bm6_cull import cull_figures
+from _bm6_routes import route_figures
 from _common import BENCH, emit, log, median, median_ratio, percentile
 
 from tests._master import MasterProcess, free_port, wait_for
@@ -363,6 +364,8 @@ def main() -> None:
                     log(f"rep {rep + 1} {p}: " + ", ".join(f"{k} {v:.3g}" for k, v in run[p].items()))
                 runs.append(run)
             wall = time.time() - t0
+            routes = route_figures(master, 1 if a.smoke else 3, _point_at, _lab_listens)
+            log("routes: " + ", ".join(f"{k} {v:.3g}" for k, v in routes.items() if isinstance(v, float)))
         finally:
             if master is not None:
                 master.stop()
@@ -373,8 +376,7 @@ def main() -> None:
                "peers": ["jupyter-server-proxy==4.6.0"] if use_jsp else [],
                "backend": "aiohttp" if use_jsp or importlib.util.find_spec("aiohttp") else "tornado",
                "wall_s": wall,
-               "not_measured": "route add/remove latency of benchmarks.md",
-               **cull, **summarize(runs, list(paths)), "runs": runs}
+               **cull, **routes, **summarize(runs, list(paths)), "runs": runs}
     emit(summary)
 
 

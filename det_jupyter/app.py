@@ -18,6 +18,7 @@ from .identity import IDENTITY_ENV, Identity, identity_path, write_identity
 from .rm.config import ResourceConfig, load_master_config, parse_resources
 from .server_ext.routes import ROUTES
 from .services.master import Master, MasterSettings, load_or_create_secret
+from .services.notebooks import PROBE_INTERVAL
 from .store import sqlite_url
 
 
@@ -265,6 +266,11 @@ class DetJupyterApp(ExtensionApp):
         # Notebooks: readiness (every second) and idle culling (every notebook_idle_check).
         self._notebook_tick = PeriodicCallback(self._notebooks_tick, 1000)
         self._notebook_tick.start()
+        # Placed notebooks that do not answer yet are probed more often: a route goes live
+        # within PROBE_INTERVAL of the server answering (no read of the database here).
+        self._probe_tick = PeriodicCallback(self.master.notebooks.probe_starting,
+                                            PROBE_INTERVAL * 1000)
+        self._probe_tick.start()
         if self.embedded_agent:
             from det_agent import Agent, detect_slots
 
@@ -348,6 +354,7 @@ class DetJupyterApp(ExtensionApp):
         if self._tick is not None:
             self._tick.stop()
             self._notebook_tick.stop()
+            self._probe_tick.stop()
         if self._agent is not None:
             await self._agent.stop()
         if self._agent_task is not None:

@@ -235,9 +235,9 @@ class ProxyHandler(websocket.WebSocketHandler):
 
     def _waiting(self, row: Any, reason: str | None = None) -> None:
         """503 and a page that says why (queued behind X, starting) and refreshes itself."""
-        snapshot = self.master.rm.snapshot()
 
-        def queue_reason(job_id: str) -> str | None:
+        def queue_reason(job_id: str) -> str | None:  # only asked while it is queued
+            snapshot = self.master.rm.snapshot()
             res = row.config.get("resources") or {}
             pool = self.master.resources.pool_for(res.get("resource_pool") or "", res.get("slots", 1))
             page, _ = jobs.queue(self.master.engine, snapshot, pool=pool,

@@ -33,6 +33,9 @@ log = logging.getLogger("det_jupyter.notebooks")
 
 #: Seconds between looks at every running notebook's activity (``notebook_idle_check``).
 IDLE_CHECK_INTERVAL = 30.0
+#: Seconds between probes of a placed task that does not answer yet: its route goes live
+#: within this of its server answering.
+PROBE_INTERVAL = 0.1
 #: Seconds a ticket's user is trusted from memory (as session tokens are).
 TICKET_USER_CACHE_S = 1.0
 
@@ -65,6 +68,9 @@ class NotebookService:
         self._looked: dict[str, float] = {}  # when the master last looked at a Jupyter server
         self._reported: dict[str, float] = {}  # when the task last reported (report_idle)
         self._unanswered: set[str] = set()  # its last look got no answer: never culled for it
+        # Placed tasks not answering yet, by id (rows of the tick), and those with a probe out.
+        self.starting: dict[str, Any] = {}
+        self._probing: set[str] = set()
         # Ready tasks with an idle_timeout, by id: what the sweep goes over (rows of the tick).
         self.watched: dict[str, Any] = {}
         self.idle_check_interval = IDLE_CHECK_INTERVAL
@@ -123,6 +129,7 @@ class NotebookService:
     def drop(self, task_id: str) -> None:
         """The task is ending: stop routing to it now, not at the next tick."""
         self.ready.discard(task_id)
+        self.starting.pop(task_id, None)
         self.routes.pop(task_id, None)
         self._forget(task_id)
 
@@ -162,7 +169,8 @@ class NotebookService:
         running = {r.task_id for r in rows}
         for gone in (set(self.ready) | set(self.routes)) - running:
             self.drop(gone)
-        await asyncio.gather(*(self._probe(r) for r in rows if r.task_id not in self.ready))
+        self.starting = {r.task_id: r for r in rows if r.task_id not in self.ready}
+        await self.probe_starting()
         now = self._clock.now()
         self.watched = {r.task_id: r for r in rows
                         if r.task_id in self.ready and r.config.get("idle_timeout")}
@@ -173,6 +181,14 @@ class NotebookService:
             await asyncio.gather(*(self._look(r, now) for r in due))
         for row, why in self.sweep(self._clock.now()):
             self._cull(row, why)
+
+    async def probe_starting(self) -> None:
+        """Probe the placed tasks that do not answer yet (the tick's rows; no read here).
+        The master calls this every ``PROBE_INTERVAL`` so a route goes live within that of
+        the task answering; a task whose probe is still out is not probed twice."""
+        rows = [r for r in self.starting.values() if r.task_id not in self._probing]
+        if rows:
+            await asyncio.gather(*(self._probe(r) for r in rows))
 
     def sweep(self, now: float) -> list[tuple[Any, str]]:
         """The watched tasks idle for their ``idle_timeout``, and why: memory only (what the
@@ -208,9 +224,14 @@ class NotebookService:
 
     async def _probe(self, row: Any) -> None:
         path = KINDS[row.task_type].probe
-        ok = await (_get_json(row, path, timeout=2.0) if path is not None
-                    else _connects(row.proxy_address, timeout=2.0))
-        if ok is not None and ok is not False:
+        self._probing.add(row.task_id)
+        try:
+            ok = await (_get_json(row, path, timeout=2.0) if path is not None
+                        else _connects(row.proxy_address, timeout=2.0))
+        finally:
+            self._probing.discard(row.task_id)
+        if ok is not None and ok is not False and row.task_id in self.starting:
+            del self.starting[row.task_id]
             self.ready.add(row.task_id)
             self.routes[row.task_id] = Target(row.task_id, row.proxy_address, row.proxy_token,
                                               row.owner_id)
