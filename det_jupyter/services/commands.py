@@ -168,10 +168,13 @@ class CommandService:
 
     def running_proxied(self) -> list[sa.Row]:
         """The running tasks of every proxied kind that have an address: only what the
-        proxy's readiness and idle passes read (once a second), no context or user join."""
+        proxy's readiness and idle passes read (once a second): no context, no user join, and
+        of the config only ``idle_timeout`` and ``idle_type`` (extracted by the database)."""
         c, a = t.commands.c, t.allocations.c
-        q = (sa.select(c.task_id, c.task_type, c.owner_id, c.config, c.proxy_address,
-                       c.proxy_token, c.end_time, a.allocation_id)
+        q = (sa.select(c.task_id, c.task_type, c.owner_id, c.proxy_address, c.proxy_token,
+                       c.end_time, a.allocation_id,
+                       c.config["idle_timeout"].as_float().label("idle_timeout"),
+                       c.config["notebook_idle_type"].as_string().label("idle_type"))
              .join(t.allocations, a.task_id == c.task_id)
              .where(c.task_type.in_(tuple(KINDS)), a.state == AllocState.RUNNING.value,
                     c.proxy_address.is_not(None)))

@@ -173,7 +173,7 @@ class NotebookService:
         await self.probe_starting()
         now = self._clock.now()
         self.watched = {r.task_id: r for r in rows
-                        if r.task_id in self.ready and r.config.get("idle_timeout")}
+                        if r.task_id in self.ready and r.idle_timeout}
         due = [r for r in self.watched.values() if KINDS[r.task_type].jupyter_idle
                and now - self._looked.get(r.task_id, now) >= self.idle_check_interval
                and now - self._reported.get(r.task_id, -1e18) >= 2 * self.idle_check_interval]
@@ -198,10 +198,10 @@ class NotebookService:
             if task_id in self._unanswered:
                 continue  # not answering: not evidence of idleness
             since = max(self._last_active.get(task_id, now), self.last_traffic.get(task_id, 0.0))
-            timeout = float(row.config["idle_timeout"])
+            timeout = row.idle_timeout
             if now - since < timeout:
                 continue
-            why = (f"notebook_idle_type {row.config.get('notebook_idle_type') or 'kernels_or_terminals'}, "
+            why = (f"notebook_idle_type {row.idle_type or 'kernels_or_terminals'}, "
                    "no proxy traffic" if KINDS[row.task_type].jupyter_idle else "no proxy traffic")
             out.append((row, f"culled: idle for {now - since:.0f} s (idle_timeout {timeout:g} s, {why})"))
         return out
@@ -253,7 +253,7 @@ class NotebookService:
             kernel_connections=sum(int(k.get("connections") or 0) for k in kernels),
             terminals=len(terminals or []), sessions=len(sessions or []),
             last_activity=_epoch(status.get("last_activity")))
-        idle_type = row.config.get("notebook_idle_type") or "kernels_or_terminals"
+        idle_type = row.idle_type or "kernels_or_terminals"
         if is_active(idle_type, seen, self._previous.get(row.task_id),
                      self._gpu_busy(row.allocation_id)):
             self._last_active[row.task_id] = now
