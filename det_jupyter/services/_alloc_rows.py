@@ -3,6 +3,7 @@ reads as the scheduler's Request or Running."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +24,9 @@ INSERT = sa.insert(t.allocations).values(
 )
 JOB = sa.select(t.jobs.c.priority, t.jobs.c.weight, t.jobs.c.max_slots, t.jobs.c.queue_position).where(
     t.jobs.c.job_id == _P("job_id"))
+# A pass's placements: executed for all of them at once (executemany: pipelined on
+# PostgreSQL), then read back by their new tokens (ASSIGNED_BY_TOKEN): a placement whose
+# allocation was no longer pending is absent.
 ASSIGN = (
     sa.update(t.allocations)
     .where(_A.allocation_id == _P("alloc_id"), _A.state == AllocState.PENDING.value)
@@ -32,20 +36,30 @@ ASSIGN = (
             # A trial's allocation carries the run it starts (the trial's next run id).
             run_id=sa.func.coalesce(
                 sa.select(t.trials.c.run_id + 1).where(t.trials.c.id == _A.trial_id).scalar_subquery(), 0))
-    .returning(*t.allocations.c)
 )
+ASSIGNED_BY_TOKEN = sa.select(t.allocations).where(_A.token_hash.in_(_P("hashes", expanding=True)))
+# A turn's exits: the allocations still live, then TERMINATE for each (executemany).
+LIVE_OF = sa.select(t.allocations).where(
+    _A.allocation_id.in_(_P("ids", expanding=True)), _A.state != AllocState.TERMINATED.value)
 TERMINATE = (
     sa.update(t.allocations)
     .where(_A.allocation_id == _P("alloc_id"), _A.state != AllocState.TERMINATED.value)
     .values(state=AllocState.TERMINATED.value, exit_code=_P("exit_code"),
             exit_reason=_P("exit_reason"), token_hash=None, end_time=_P("end_time"))
-    .returning(*t.allocations.c)
 )
 RUNNING = (
     sa.update(t.allocations)
     .where(_A.allocation_id.in_(_P("ids", expanding=True)), _A.state == AllocState.ASSIGNED.value)
     .values(state=AllocState.RUNNING.value)
 )
+
+
+def terminated(row: Any, exit_code: int | None, reason: str | None, end_time: float) -> Any:
+    """``row`` (read before TERMINATE) as TERMINATE left it."""
+    values = dict(row._mapping)
+    values.update(state=AllocState.TERMINATED.value, exit_code=exit_code, exit_reason=reason,
+                  token_hash=None, end_time=end_time)
+    return SimpleNamespace(**values)
 
 
 LIVE_STATES = (AllocState.ASSIGNED.value, AllocState.RUNNING.value, AllocState.TERMINATING.value)

@@ -1,11 +1,12 @@
-"""Group commit for searcher events: validations that arrive in one event-loop turn share a
-transaction per experiment.
+"""Group commit for searcher events: events that arrive in one event-loop turn share one
+transaction, whatever their experiments.
 
 One transaction per validation pays a transaction's fixed cost (BEGIN, the log row, the
 progress update, COMMIT) each time, and the event loop waits for it: a burst of reports from
 many trials pays it once per report. The master queues each validation here and asks its
 scheduler hook for one flush; the flush feeds every queued experiment's events, in arrival
-order, through ``ExperimentService.searcher_events``.
+order, through ``ExperimentService.searcher_events_many`` (every experiment's group in one
+transaction; should that fail, one experiment at a time, so a bad one costs the others nothing).
 
 Durability: the metrics rows are committed before their event is queued (as before this
 queue existed, the event's transaction always came after them); the queue only adds, at
@@ -16,25 +17,25 @@ anything the answer causes (the trial's exit, its next report) reaches the maste
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from ._searcher_log import SearcherEvent
 
-log = logging.getLogger("det_jupyter")
-
 Schedule = Callable[[Callable[[], None]], object]
+#: Feeds the queued groups: experiment id -> its events, in arrival order.
+Feed = Callable[[dict[int, list[SearcherEvent]]], None]
 
 
 class SearcherBatcher:
-    """Queues (experiment, event) pairs and feeds them in one group per experiment.
+    """Queues (experiment, event) pairs and feeds them as one group per experiment, all the
+    groups of a flush together.
 
     ``schedule`` is the hook that runs a callback later (``loop.call_soon``). Without one,
     ``kick`` flushes at once, so callers that use the services directly (tests, tools) see
     the effects synchronously.
     """
 
-    def __init__(self, feed: Callable[[int, list[SearcherEvent]], None]) -> None:
+    def __init__(self, feed: Feed) -> None:
         self._feed = feed
         self._queue: dict[int, list[SearcherEvent]] = {}
         self._pending = False
@@ -53,17 +54,9 @@ class SearcherBatcher:
             self.schedule(self.flush)
 
     def flush(self) -> None:
-        """Feed every queued group. One experiment's failure does not keep the others from
-        their searchers; the first error is raised once all were fed."""
+        """Feed every queued group (the feed's errors are raised once every group was fed;
+        the queue is consumed either way: nothing is fed twice)."""
         self._pending = False
         queue, self._queue = self._queue, {}
-        first: Exception | None = None
-        for exp_id, events in queue.items():
-            try:
-                self._feed(exp_id, events)
-            except Exception as exc:
-                if first is not None:
-                    log.exception("searcher events of experiment %s failed", exp_id)
-                first = first or exc
-        if first is not None:
-            raise first
+        if queue:
+            self._feed(queue)

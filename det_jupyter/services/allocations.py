@@ -46,6 +46,18 @@ class AllocationOwner(Protocol):
         """React to the end of an allocation (decide restart, completion, error), writing in
         ``conn``'s transaction when given; returns what must run once it committed."""
 
+    def build_specs_many(
+        self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
+    ) -> dict[str, list[dict]]:
+        """``build_specs`` for a pass's placements (allocation, gang, token), in ``conn``:
+        the specs by allocation id."""
+
+    def allocations_exited(
+        self, ended: Sequence[tuple[Any, int | None, str | None]], conn: sa.Connection
+    ) -> list[Callable[[], None] | None]:
+        """``allocation_exited`` for a turn's exits (allocation, exit code, reason), in
+        ``conn``: what must follow the commit, in order."""
+
 
 class Launcher(Protocol):
     """The resource manager side: how to start and kill placed allocations."""
@@ -160,28 +172,41 @@ class AllocationService:
     ) -> dict[str, list[dict]]:
         """``assign`` for a whole scheduling pass in one transaction: the specs of every
         allocation that was still pending."""
+        if not placements:
+            return {}
         taken = {live.port for live in self._live.values() if live.port is not None}
         placed: dict[str, tuple[list[dict], list[Container], int]] = {}
         assert self.owner is not None
+        now = self._clock.now()
+        planned: dict[str, tuple[list[Container], str, int]] = {}  # by token hash
+        for _, gang in placements:
+            port = free_port(taken, self._next_block)
+            self._next_block = ((port - PORT_BASE) // PORT_BLOCK + 1) % PORT_BLOCKS
+            taken.add(port)
+            token = new_token()
+            planned[token_hash(token)] = (gang, token, port)
+        params = [{"alloc_id": allocation_id, "agent_id": gang[0].agent_id,
+                   "slot_ids": list(gang[0].slot_ids),
+                   "placement": [[c.agent_id, list(c.slot_ids)] for c in gang],
+                   "token_hash": key, "start_time": now}
+                  for (allocation_id, _), (key, (gang, _, _)) in zip(placements, planned.items(), strict=True)]
         with self._engine.begin() as conn:
-            for allocation_id, gang in placements:
-                token = new_token()
-                chief = gang[0]
-                port = free_port(taken, self._next_block)
-                self._next_block = ((port - PORT_BASE) // PORT_BLOCK + 1) % PORT_BLOCKS
-                alloc = conn.execute(rows.ASSIGN, {
-                    "alloc_id": allocation_id, "agent_id": chief.agent_id,
-                    "slot_ids": list(chief.slot_ids),
-                    "placement": [[c.agent_id, list(c.slot_ids)] for c in gang],
-                    "token_hash": token_hash(token), "start_time": self._clock.now(),
-                }).first()
-                if alloc is None:
-                    self.invalidate()  # the copy thought it pending
-                    continue
-                taken.add(port)
-                # The run's own writes (run id, rewind) commit with the placement.
-                specs = self.owner.build_specs(alloc, Gang(tuple(gang), port, port + 1), token, conn=conn)
-                placed[allocation_id] = (specs, gang, port)
+            # One statement per pass, whatever its size (executemany), then one read of what it
+            # assigned: a placement whose allocation was no longer pending is absent.
+            conn.execute(rows.ASSIGN, params)
+            order = {key: i for i, key in enumerate(planned)}
+            assigned = sorted(conn.execute(rows.ASSIGNED_BY_TOKEN, {"hashes": list(planned)}),
+                              key=lambda a: order[a.token_hash])  # the pass's order
+            if len(assigned) < len(placements):
+                self.invalidate()  # the copy thought some pending
+            # The runs' own writes (run ids, rewinds) commit with the placements.
+            runs = []
+            for alloc in assigned:
+                gang, token, port = planned[alloc.token_hash]
+                runs.append((alloc, Gang(tuple(gang), port, port + 1), token))
+            specs_of = self.owner.build_specs_many(runs, conn)
+        for alloc, gang, _ in runs:
+            placed[alloc.allocation_id] = (specs_of[alloc.allocation_id], list(gang.containers), gang.rendezvous_port)
         for allocation_id, (_, gang, port) in placed.items():
             if self._pending_view is not None:
                 self._pending_view.pop(allocation_id, None)
@@ -278,14 +303,23 @@ class AllocationService:
         effects that must follow the commit."""
         follows: list[tuple[str, Callable[[], None] | None]] = []
         assert self.owner is not None
+        now = self._clock.now()
+        how = {}
+        for allocation_id, exit_code, reason in ended:
+            how.setdefault(allocation_id, (exit_code, reason))  # a repeated exit: the first
         with self._engine.begin() as conn:
-            for allocation_id, exit_code, reason in ended:
-                alloc = conn.execute(rows.TERMINATE, {
-                    "alloc_id": allocation_id, "exit_code": exit_code, "exit_reason": reason,
-                    "end_time": self._clock.now(),
-                }).first()
-                if alloc is not None:
-                    follows.append((allocation_id, self.owner.allocation_exited(alloc, exit_code, reason, conn)))
+            # One read of those still live, one TERMINATE for all of them (executemany), then
+            # each owner's decision (theirs batched too: see OwnerRouter.allocations_exited).
+            order = {allocation_id: i for i, allocation_id in enumerate(how)}
+            live = sorted(conn.execute(rows.LIVE_OF, {"ids": list(how)}),
+                          key=lambda a: order[a.allocation_id])  # the exits' order
+            if live:
+                conn.execute(rows.TERMINATE, [
+                    {"alloc_id": a.allocation_id, "exit_code": how[a.allocation_id][0],
+                     "exit_reason": how[a.allocation_id][1], "end_time": now} for a in live])
+            done = [(rows.terminated(a, *how[a.allocation_id], now), *how[a.allocation_id]) for a in live]
+            follows = list(zip([a.allocation_id for a in live],
+                               self.owner.allocations_exited(done, conn), strict=True))
         for allocation_id, follow in follows:
             if self._pending_view is not None:
                 self._pending_view.pop(allocation_id, None)

@@ -11,7 +11,7 @@ import os
 import secrets
 import shlex
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -294,3 +294,24 @@ class OwnerRouter:
         conn: sa.Connection | None = None,
     ) -> Callable[[], None] | None:
         return self._owner(alloc).allocation_exited(alloc, exit_code, reason, conn)
+
+    def build_specs_many(
+        self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
+    ) -> dict[str, list[dict]]:
+        """A pass's placements: the trials' together (batched), the others one by one."""
+        out = self._trials.build_specs_many([r for r in runs if r[0].trial_id is not None], conn) \
+            if any(r[0].trial_id is not None for r in runs) else {}
+        for alloc, gang, token in runs:
+            if alloc.trial_id is None:
+                out[alloc.allocation_id] = self._commands.build_specs(alloc, gang, token, conn=conn)
+        return out
+
+    def allocations_exited(
+        self, ended: Sequence[tuple[Any, int | None, str | None]], conn: sa.Connection
+    ) -> list[Callable[[], None] | None]:
+        """A turn's exits: the trials' together (batched), the others one by one; in order."""
+        trials = iter(self._trials.allocations_exited([e for e in ended if e[0].trial_id is not None], conn)
+                      if any(e[0].trial_id is not None for e in ended) else [])
+        return [next(trials) if alloc.trial_id is not None
+                else self._commands.allocation_exited(alloc, exit_code, reason, conn)
+                for alloc, exit_code, reason in ended]

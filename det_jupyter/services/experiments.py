@@ -8,9 +8,11 @@ experiment may share that transaction (``searcher_events``).
 
 from __future__ import annotations
 
+import logging
 import secrets
 import uuid
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,6 +26,8 @@ from ._clock import Clock
 from ._searcher_log import SearcherEvent, SearcherLog
 from ._states import STOPPING, STOPPING_END, TERMINAL, State, can_transition
 from .auth import User
+
+log = logging.getLogger("det_jupyter")
 
 
 class ExperimentService:
@@ -269,6 +273,44 @@ class ExperimentService:
         if shutdown or any(e.kind != "validation_completed" for e in events):
             self.maybe_finish(exp_id)
 
+    def searcher_events_many(self, groups: dict[int, list[SearcherEvent]]) -> None:
+        """``searcher_events`` for several experiments' groups in ONE transaction (a loop
+        turn's exits and validations, whatever their experiments). Should it fail, it rolls
+        back and each experiment's group is fed alone (as ``searcher_events``, with its own
+        fallback), so one bad experiment costs the others nothing; the first error is raised
+        once every group was fed."""
+        if len(groups) == 1:
+            [(exp_id, events)] = groups.items()
+            self.searcher_events(exp_id, events)
+            return
+        try:
+            with self._engine.begin() as conn:
+                shutdown = {exp_id: self._apply(conn, exp_id, events) for exp_id, events in groups.items() if events}
+        except Exception:
+            for exp_id in groups:
+                self._log.forget(exp_id)  # their in-memory states may be ahead of the database
+            self.trials.discard_deferred()
+            self._each_alone(groups)
+            return
+        self.trials.flush()
+        for exp_id, events in groups.items():
+            if shutdown.get(exp_id) or any(e.kind != "validation_completed" for e in events):
+                self.maybe_finish(exp_id)
+
+    def _each_alone(self, groups: dict[int, list[SearcherEvent]]) -> None:
+        """Feed each experiment's group in a transaction of its own; raise the first error
+        once all were fed."""
+        first: Exception | None = None
+        for exp_id, events in groups.items():
+            try:
+                self.searcher_events(exp_id, events)
+            except Exception as exc:
+                if first is not None:
+                    log.exception("searcher events of experiment %s failed", exp_id)
+                first = first or exc
+        if first is not None:
+            raise first
+
     def _one_by_one(self, exp_id: int, events: list[SearcherEvent]) -> None:
         """Retry a failed group event by event; raise the first error once all were tried."""
         first: Exception | None = None
@@ -294,11 +336,11 @@ class ExperimentService:
         self._log.save(conn, exp_id, force=shutdown)
         return shutdown
 
-    def _exp_row(self, conn: sa.Connection, exp_id: int) -> sa.Row:
-        return conn.execute(
-            sa.select(t.experiments.c.id, t.experiments.c.state, t.experiments.c.config)
-            .where(t.experiments.c.id == exp_id)
-        ).one()
+    def _exp_row(self, conn: sa.Connection, exp_id: int) -> Any:
+        """The experiment's id and state, read now, and its config (from the trials' cache:
+        read and parsed once per master run, not in every searcher transaction)."""
+        state = conn.execute(sa.select(t.experiments.c.state).where(t.experiments.c.id == exp_id)).scalar_one()
+        return SimpleNamespace(id=exp_id, state=state, config=self.trials.experiment_config(conn, exp_id))
 
     def _carry_out(self, conn: sa.Connection, exp: Any, actions: list) -> bool:
         shutdown = False
@@ -350,11 +392,16 @@ class ExperimentService:
     def _end_state(self, conn: sa.Connection, exp_id: int) -> tuple[State, bool] | None:
         """The state the experiment ends in now, and whether its search ending is why; None
         while a trial can still run, or when it is paused or already over."""
+        # Whether a trial can still run is only asked when the answer matters (the experiment
+        # is stopping or its search is over): it reads the experiment's trials.
+        e = t.experiments.c
+        live = sa.exists().where(t.trials.c.experiment_id == exp_id,
+                                 t.trials.c.state.not_in([s.value for s in TERMINAL]))
         row = conn.execute(sa.select(
-            t.experiments.c.state, t.experiments.c.searcher_shutdown,
-            sa.exists().where(t.trials.c.experiment_id == exp_id,
-                              t.trials.c.state.not_in([s.value for s in TERMINAL])),
-        ).where(t.experiments.c.id == exp_id)).first()
+            e.state, e.searcher_shutdown,
+            sa.case((sa.or_(e.state.in_([s.value for s in STOPPING]), e.searcher_shutdown), live),
+                    else_=sa.false()),
+        ).where(e.id == exp_id)).first()
         if row is None or row[2]:
             return None
         state = State(row.state)

@@ -110,7 +110,7 @@ class Master:
         self.checkpoint_gc = CheckpointGC(self.engine)  # trials' and experiments' ends collect
         self.trials.on_trial_end = self.checkpoint_gc.trial_ended
         self.experiments.on_finished = self.checkpoint_gc.schedule
-        self.searcher_batch = SearcherBatcher(self.experiments.searcher_events)
+        self.searcher_batch = SearcherBatcher(self.experiments.searcher_events_many)
         self.trials.searcher_batch = self.searcher_batch  # trial exits join the same groups
         self.resources = settings.resources or parse_resources(None)
         self.experiments.resources = self.resources

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +34,11 @@ from .metrics import recompute_summary
 # experiment's searcher state (large JSON) nor its config (read once and kept, see _config).
 _P = sa.bindparam
 # A trial with what its runs need of its experiment: its state and its owner's name.
-_TRIAL = (
+_TRIALS = (
     sa.select(t.trials, t.experiments.c.state.label("exp_state"), t.users.c.username)
     .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
     .join(t.users, t.users.c.id == t.experiments.c.owner_id)
-    .where(t.trials.c.id == _P("trial_id"))
+    .where(t.trials.c.id.in_(_P("ids", expanding=True)))
 )
 _CKPT_STEPS = sa.select(t.checkpoints.c.steps_completed).where(t.checkpoints.c.uuid == _P("uuid"))
 _START_RUN = (
@@ -222,8 +222,13 @@ class TrialService:
                 self._stop_allocation_later(conn, trial.id, graceful=graceful)
         self.flush()
 
-    def _end(self, conn: sa.Connection, trial_id: int, state: State) -> None:
-        conn.execute(_END, {"trial_id": trial_id, "state": state.value, "end_time": self._clock.now()})
+    def _end(self, conn: sa.Connection, trial_id: int, state: State, ends: list[dict] | None = None) -> None:
+        """End the trial in ``state``: now, or added to ``ends`` for the caller to write."""
+        params = {"trial_id": trial_id, "state": state.value, "end_time": self._clock.now()}
+        if ends is None:
+            conn.execute(_END, params)
+        else:
+            ends.append(params)
         self._deferred.append(lambda: self.on_trial_end(trial_id))
 
     # -- running ------------------------------------------------------------------------
@@ -236,33 +241,46 @@ class TrialService:
         if conn is None:
             with self._engine.begin() as own:
                 return self.build_specs(alloc, gang, token, conn=own)
-        trial = conn.execute(_TRIAL, {"trial_id": alloc.trial_id}).one()
-        exp_id, owner = trial.experiment_id, trial.username
-        self._config(conn, exp_id)  # trial_spec reads it from the cache
-        ckpt_steps = 0
-        if trial.latest_checkpoint:
-            ckpt_steps = conn.execute(_CKPT_STEPS, {"uuid": trial.latest_checkpoint}).scalar() or 0
-        run_id = trial.run_id + 1
-        if trial.run_id:  # a first run has nothing to rewind
-            # Whatever an earlier run reported past the checkpoint will be reported again.
-            conn.execute(
-                sa.update(t.metrics)
-                .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
-                .values(archived=True)
-            )
-            recompute_summary(conn, trial.id, self._config(conn, exp_id))
-        conn.execute(_START_RUN, {"trial_id": trial.id, "run_id": run_id, "steps": ckpt_steps})
-        # (The allocation's run id was set with its placement: see allocations' ASSIGN.)
-        digest = self._context_digest(conn, exp_id)
-        specs = []
-        for rank in range(len(gang.containers)):
-            config, config_json = self._configs[exp_id]
-            spec = trial_spec(alloc, trial, exp_id, config, config_json, owner, run_id, ckpt_steps,
-                              gang, rank, token, self._identity)
-            if digest:
-                spec["context_digest"] = digest
-            specs.append(spec)
-        return specs
+        return self.build_specs_many([(alloc, gang, token)], conn)[alloc.allocation_id]
+
+    def build_specs_many(
+        self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
+    ) -> dict[str, list[dict]]:
+        """``build_specs`` for a pass's placements: one read of their trials and one write of
+        their new runs (executemany), whatever the pass's size."""
+        trials = {r.id: r for r in conn.execute(_TRIALS, {"ids": [a.trial_id for a, _, _ in runs]})}
+        starts, out = [], {}
+        for alloc, gang, token in runs:
+            trial = trials[alloc.trial_id]
+            exp_id, owner = trial.experiment_id, trial.username
+            self._config(conn, exp_id)  # trial_spec reads it from the cache
+            ckpt_steps = 0
+            if trial.latest_checkpoint:
+                ckpt_steps = conn.execute(_CKPT_STEPS, {"uuid": trial.latest_checkpoint}).scalar() or 0
+            run_id = trial.run_id + 1
+            if trial.run_id:  # a first run has nothing to rewind
+                # Whatever an earlier run reported past the checkpoint will be reported again.
+                conn.execute(
+                    sa.update(t.metrics)
+                    .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
+                    .values(archived=True)
+                )
+                recompute_summary(conn, trial.id, self._config(conn, exp_id))
+            starts.append({"trial_id": trial.id, "run_id": run_id, "steps": ckpt_steps})
+            # (The allocation's run id was set with its placement: see allocations' ASSIGN.)
+            digest = self._context_digest(conn, exp_id)
+            specs = []
+            for rank in range(len(gang.containers)):
+                config, config_json = self._configs[exp_id]
+                spec = trial_spec(alloc, trial, exp_id, config, config_json, owner, run_id, ckpt_steps,
+                                  gang, rank, token, self._identity)
+                if digest:
+                    spec["context_digest"] = digest
+                specs.append(spec)
+            out[alloc.allocation_id] = specs
+        if starts:
+            conn.execute(_START_RUN, starts)
+        return out
 
     def _config(self, conn: sa.Connection, exp_id: int) -> dict:
         """The experiment's expanded config, read once per master run with its JSON text
@@ -273,6 +291,10 @@ class TrialService:
                 sa.select(t.experiments.c.config).where(t.experiments.c.id == exp_id)).scalar_one()
             cached = self._configs[exp_id] = (config, json.dumps(config))
         return cached[0]
+
+    def experiment_config(self, conn: sa.Connection, exp_id: int) -> dict:
+        """The experiment's expanded config (cached: see ``_config``)."""
+        return self._config(conn, exp_id)
 
     def forget_configs(self) -> None:
         """Configs were edited (a job's resources are mirrored into its experiment's config)."""
@@ -303,13 +325,32 @@ class TrialService:
             if follow is not None:
                 follow()
             return None
+        return self.allocations_exited([(alloc, exit_code, reason)], conn)[0]
+
+    def allocations_exited(
+        self, ended: Sequence[tuple[Any, int | None, str | None]], conn: sa.Connection
+    ) -> list[Callable[[], None] | None]:
+        """``allocation_exited`` for a turn's exits: one read of their trials and one write of
+        the trials that ended (executemany); what must follow the commit, in order."""
+        ids = [a.trial_id for a, _, _ in ended if a.trial_id is not None]
+        trials = {r.id: r for r in conn.execute(_TRIALS, {"ids": ids})} if ids else {}
+        ends: list[dict] = []
+        follows = [None if alloc.trial_id is None else
+                   self._exited(alloc, exit_code, reason, conn, trials[alloc.trial_id], ends)
+                   for alloc, exit_code, reason in ended]
+        if ends:
+            conn.execute(_END, ends)
+        return follows
+
+    def _exited(self, alloc: Any, exit_code: int | None, reason: str | None, conn: sa.Connection,
+                trial: Any, ends: list[dict]) -> Callable[[], None]:
+        """One exit's decision; trials that end are added to ``ends`` (written by the caller)."""
         searcher_events: list[SearcherEvent] = []
-        trial = conn.execute(_TRIAL, {"trial_id": alloc.trial_id}).one()
         config = self._config(conn, trial.experiment_id)
         state = State(trial.state)
         rid = trial.request_id
         if state in STOPPING:
-            self._end(conn, trial.id, STOPPING_END[state])
+            self._end(conn, trial.id, STOPPING_END[state], ends)
             if state == State.STOPPING_COMPLETED:
                 searcher_events.append(SearcherEvent("trial_closed", rid))
         elif state == State.ACTIVE:
@@ -318,7 +359,7 @@ class TrialService:
             elif exit_code is None or (exit_code == 0 and alloc.acked_preemption):
                 self._request(conn, trial.id, config)
             elif exit_code == 0:
-                self._end(conn, trial.id, State.COMPLETED)
+                self._end(conn, trial.id, State.COMPLETED, ends)
                 if trial.early_exit:
                     why = (search.ExitedReason.INVALID_HP if "INVALID_HP" in trial.early_exit
                            else search.ExitedReason.USER_CANCELED)
@@ -328,7 +369,7 @@ class TrialService:
                 restarts = trial.restarts + 1
                 conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(restarts=restarts))
                 if restarts > int(config.get("max_restarts", 5)):
-                    self._end(conn, trial.id, State.ERROR)
+                    self._end(conn, trial.id, State.ERROR, ends)
                     searcher_events.append(
                         SearcherEvent("trial_exited_early", rid, reason=search.ExitedReason.ERRORED.value))
                     searcher_events.append(SearcherEvent("trial_closed", rid))

@@ -163,16 +163,56 @@ def test_a_failing_group_loses_no_other_event(world: World, bad: dict, raised: t
         assert after["experiment"][0] == "ERROR" and "searcher error" in after["experiment"][3]
 
 
-class RecordingFeed:
-    """Feeds groups on to the experiment service and records (experiment, group size)."""
+def test_several_experiments_groups_in_one_transaction_decide_what_each_alone_does(world: World) -> None:
+    """``searcher_events_many``: two experiments' rounds fed together (one transaction)
+    decide and write what feeding each experiment's round alone does; a group that fails
+    rolls back the transaction and is then fed alone, so the other experiment loses nothing."""
+    single_a, single_b = _create(world), _create(world)
+    together_a, together_b = _create(world), _create(world)
+    steps: dict[tuple[int, str], int] = {}
 
-    def __init__(self, feed: Feed) -> None:
+    def round_of(exp_id: int) -> list[SearcherEvent]:
+        out = []
+        for rid in _active(world.engine, exp_id):
+            steps[(exp_id, rid)] = steps.get((exp_id, rid), 0) + 2
+            out.append(_validation(rid, steps[(exp_id, rid)]))
+        return out
+
+    for _ in range(100):
+        ra, rb = round_of(single_a), round_of(single_b)
+        if not ra and not rb:
+            break
+        for exp_id, events in ((single_a, ra), (single_b, rb)):
+            if events:
+                world.experiments.searcher_events(exp_id, events)
+        ta, tb = round_of(together_a), round_of(together_b)
+        world.experiments.searcher_events_many({e: ev for e, ev in ((together_a, ta), (together_b, tb)) if ev})
+        assert _state(world.engine, together_a) == _state(world.engine, single_a)
+        assert _state(world.engine, together_b) == _state(world.engine, single_b)
+    assert _state(world.engine, together_a)["experiment"][:3] == ("COMPLETED", 1.0, True)
+    # A bad group: the transaction rolls back, each group is fed alone; the other is unharmed.
+    bad, good, good_alone = _create(world), _create(world), _create(world)
+    rid_bad, rid_good = _active(world.engine, bad)[0], _active(world.engine, good)[0]
+    world.experiments.searcher_events(good_alone, [_validation(rid_good, 2)])
+    world.experiments.searcher_events_many({
+        bad: [SearcherEvent("validation_completed", rid_bad, metrics={"loss": "NaN-ish", "batches": 2})],
+        good: [_validation(rid_good, 2)]})
+    assert _state(world.engine, good) == _state(world.engine, good_alone)
+    failed = _state(world.engine, bad)["experiment"]
+    assert failed[0] == "ERROR" and "searcher error" in failed[3], failed
+
+
+class RecordingFeed:
+    """Feeds a flush's groups on to the experiment service and records (experiment, group
+    size) for each."""
+
+    def __init__(self, feed: Callable[[dict[int, list[SearcherEvent]]], None]) -> None:
         self.feed = feed
         self.groups: list[tuple[int, int]] = []
 
-    def __call__(self, exp_id: int, events: list[SearcherEvent]) -> None:
-        self.groups.append((exp_id, len(events)))
-        self.feed(exp_id, events)
+    def __call__(self, groups: dict[int, list[SearcherEvent]]) -> None:
+        self.groups.extend((exp_id, len(events)) for exp_id, events in groups.items())
+        self.feed(groups)
 
 
 def test_the_master_feeds_one_loop_turn_of_validations_as_one_group(engine: sa.Engine, tmp_path: Path) -> None:
@@ -184,7 +224,7 @@ def test_the_master_feeds_one_loop_turn_of_validations_as_one_group(engine: sa.E
     try:
         user = master.auth.user_by_name("admin")
         batched, direct = (master.experiments.create(user, CONFIG, [])[0].id for _ in range(2))
-        recorder = RecordingFeed(master.experiments.searcher_events)
+        recorder = RecordingFeed(master.experiments.searcher_events_many)
         master.searcher_batch = SearcherBatcher(recorder)
 
         def report_round(exp_id: int) -> None:

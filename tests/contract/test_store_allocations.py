@@ -29,6 +29,12 @@ class RecordingOwner:
                           conn: sa.Connection | None = None) -> None:
         self.exits.append((alloc.allocation_id, exit_code, reason))
 
+    def build_specs_many(self, runs: list, conn: sa.Connection) -> dict[str, list[dict]]:
+        return {alloc.allocation_id: self.build_specs(alloc, gang, token) for alloc, gang, token in runs}
+
+    def allocations_exited(self, ended: list, conn: sa.Connection) -> list[None]:
+        return [self.allocation_exited(alloc, code, reason, conn) for alloc, code, reason in ended]
+
 
 @pytest.fixture
 def owner() -> RecordingOwner:

@@ -1,4 +1,5 @@
-"""The searcher batch: validations queued in one loop turn become one group per experiment."""
+"""The searcher batch: events queued in one loop turn become one feed of one group per
+experiment (ExperimentService.searcher_events_many writes them in one transaction)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,20 @@ def _val(rid: str) -> SearcherEvent:
 
 
 class RecordingFeed:
-    """Records each group it is fed; raises for the experiments in ``failing``."""
+    """Records each flush's groups; raises after recording when ``fail`` is set."""
 
-    def __init__(self, failing: tuple[int, ...] = ()) -> None:
-        self.groups: list[tuple[int, list[str | None]]] = []
-        self.failing = failing
+    def __init__(self, fail: bool = False) -> None:
+        self.flushes: list[list[tuple[int, list[str | None]]]] = []
+        self.fail = fail
 
-    def __call__(self, exp_id: int, events: list[SearcherEvent]) -> None:
-        self.groups.append((exp_id, [e.request_id for e in events]))
-        if exp_id in self.failing:
-            raise RuntimeError(f"experiment {exp_id} failed")
+    @property
+    def groups(self) -> list[tuple[int, list[str | None]]]:
+        return [g for flush in self.flushes for g in flush]
+
+    def __call__(self, groups: dict[int, list[SearcherEvent]]) -> None:
+        self.flushes.append([(exp_id, [e.request_id for e in events]) for exp_id, events in groups.items()])
+        if self.fail:
+            raise RuntimeError("experiment 1 failed")
 
 
 def test_one_loop_turn_is_one_flush_with_one_group_per_experiment() -> None:
@@ -37,7 +42,7 @@ def test_one_loop_turn_is_one_flush_with_one_group_per_experiment() -> None:
         batch.kick()
     assert len(loop_turn) == 1 and feed.groups == []
     loop_turn.pop()()
-    assert feed.groups == [(1, ["a", "b", "c"]), (2, ["x"])]
+    assert feed.flushes == [[(1, ["a", "b", "c"]), (2, ["x"])]]  # one feed, both groups
     batch.add(1, [_val("d")])
     batch.kick()
     assert len(loop_turn) == 1  # the next turn gets a flush of its own
@@ -53,8 +58,8 @@ def test_without_a_hook_kick_feeds_at_once() -> None:
     assert feed.groups == [(7, ["a"])]
 
 
-def test_a_failing_experiment_keeps_no_other_from_its_searcher() -> None:
-    feed = RecordingFeed(failing=(1,))
+def test_a_failing_feed_is_raised_and_feeds_nothing_twice() -> None:
+    feed = RecordingFeed(fail=True)
     batch = SearcherBatcher(feed)
     batch.add(1, [_val("a")])
     batch.add(2, [_val("x")])
@@ -62,4 +67,4 @@ def test_a_failing_experiment_keeps_no_other_from_its_searcher() -> None:
         batch.flush()
     assert feed.groups == [(1, ["a"]), (2, ["x"])]
     batch.flush()
-    assert len(feed.groups) == 2  # the queue was consumed: nothing is fed twice
+    assert len(feed.flushes) == 1  # the queue was consumed: nothing is fed twice
