@@ -285,7 +285,10 @@ class ExperimentService:
             return
         try:
             with self._engine.begin() as conn:
-                shutdown = {exp_id: self._apply(conn, exp_id, events) for exp_id, events in groups.items() if events}
+                states = dict(conn.execute(sa.select(t.experiments.c.id, t.experiments.c.state)
+                                           .where(t.experiments.c.id.in_(list(groups)))).all())
+                shutdown = {exp_id: self._apply(conn, exp_id, events, states[exp_id])
+                            for exp_id, events in groups.items() if events}
         except Exception:
             for exp_id in groups:
                 self._log.forget(exp_id)  # their in-memory states may be ahead of the database
@@ -293,9 +296,8 @@ class ExperimentService:
             self._each_alone(groups)
             return
         self.trials.flush()
-        for exp_id, events in groups.items():
-            if shutdown.get(exp_id) or any(e.kind != "validation_completed" for e in events):
-                self.maybe_finish(exp_id)
+        self.maybe_finish_many([exp_id for exp_id, events in groups.items()
+                                if shutdown.get(exp_id) or any(e.kind != "validation_completed" for e in events)])
 
     def _each_alone(self, groups: dict[int, list[SearcherEvent]]) -> None:
         """Feed each experiment's group in a transaction of its own; raise the first error
@@ -322,10 +324,12 @@ class ExperimentService:
         if first is not None:
             raise first
 
-    def _apply(self, conn: sa.Connection, exp_id: int, events: list[SearcherEvent]) -> bool:
+    def _apply(self, conn: sa.Connection, exp_id: int, events: list[SearcherEvent],
+               state: str | None = None) -> bool:
         """Feed events and carry out their actions (and those of the trial_created events they
-        cause); returns whether the searcher shut down."""
-        exp = self._exp_row(conn, exp_id)
+        cause); returns whether the searcher shut down. ``state``: the experiment's, if the
+        caller read it in this transaction."""
+        exp = self._exp_row(conn, exp_id, state)
         shutdown = False
         for event in events:
             if self._carry_out(conn, exp, self._log.feed(conn, exp_id, event)):
@@ -336,10 +340,12 @@ class ExperimentService:
         self._log.save(conn, exp_id, force=shutdown)
         return shutdown
 
-    def _exp_row(self, conn: sa.Connection, exp_id: int) -> Any:
-        """The experiment's id and state, read now, and its config (from the trials' cache:
-        read and parsed once per master run, not in every searcher transaction)."""
-        state = conn.execute(sa.select(t.experiments.c.state).where(t.experiments.c.id == exp_id)).scalar_one()
+    def _exp_row(self, conn: sa.Connection, exp_id: int, state: str | None = None) -> Any:
+        """The experiment's id and state (read now unless given), and its config (from the
+        trials' cache: read and parsed once per master run, not in every searcher
+        transaction)."""
+        if state is None:
+            state = conn.execute(sa.select(t.experiments.c.state).where(t.experiments.c.id == exp_id)).scalar_one()
         return SimpleNamespace(id=exp_id, state=state, config=self.trials.experiment_config(conn, exp_id))
 
     def _carry_out(self, conn: sa.Connection, exp: Any, actions: list) -> bool:
@@ -372,44 +378,43 @@ class ExperimentService:
 
     def maybe_finish(self, exp_id: int) -> None:
         """Move the experiment to its terminal state once no trial can run any more."""
-        # Called after every trial's exit: one autocommit read answers "not yet" (nearly always)
-        # without the round trips of a transaction; the transaction asks again before acting.
-        with self._reader.connect() as conn:
-            if self._end_state(conn, exp_id) is None:
-                return
-        with self._engine.begin() as conn:
-            end = self._end_state(conn, exp_id)
-            if end is None:
-                return
-            target, search_done = end
-            self._set_state(conn, exp_id, target)
-            if search_done:
-                conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(progress=1.0))
-        self._log.forget(exp_id)
-        self.on_finished(exp_id)
-        self.on_change()
+        self.maybe_finish_many([exp_id])
 
-    def _end_state(self, conn: sa.Connection, exp_id: int) -> tuple[State, bool] | None:
-        """The state the experiment ends in now, and whether its search ending is why; None
-        while a trial can still run, or when it is paused or already over."""
+    def maybe_finish_many(self, exp_ids: list[int]) -> None:
+        """``maybe_finish`` for several experiments. Called after every loop turn's exits: one
+        autocommit read answers "not yet" for all of them (nearly always) without the round
+        trips of a transaction; each that may end asks again in a transaction of its own."""
+        if not exp_ids:
+            return
+        with self._reader.connect() as conn:
+            ending = [exp_id for exp_id, end in self._end_states(conn, exp_ids).items() if end is not None]
+        for exp_id in ending:
+            with self._engine.begin() as conn:
+                end = self._end_states(conn, [exp_id]).get(exp_id)
+                if end is None:
+                    continue
+                target, search_done = end
+                self._set_state(conn, exp_id, target)
+                if search_done:
+                    conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(progress=1.0))
+            self._log.forget(exp_id)
+            self.on_finished(exp_id)
+            self.on_change()
+
+    def _end_states(self, conn: sa.Connection, exp_ids: list[int]) -> dict[int, tuple[State, bool] | None]:
+        """Per experiment: the state it ends in now, and whether its search ending is why;
+        None while a trial can still run, or when it is paused or already over."""
         # Whether a trial can still run is only asked when the answer matters (the experiment
         # is stopping or its search is over): it reads the experiment's trials.
         e = t.experiments.c
-        live = sa.exists().where(t.trials.c.experiment_id == exp_id,
+        live = sa.exists().where(t.trials.c.experiment_id == e.id,
                                  t.trials.c.state.not_in([s.value for s in TERMINAL]))
-        row = conn.execute(sa.select(
-            e.state, e.searcher_shutdown,
+        rows = conn.execute(sa.select(
+            e.id, e.state, e.searcher_shutdown,
             sa.case((sa.or_(e.state.in_([s.value for s in STOPPING]), e.searcher_shutdown), live),
-                    else_=sa.false()),
-        ).where(e.id == exp_id)).first()
-        if row is None or row[2]:
-            return None
-        state = State(row.state)
-        if state in STOPPING:
-            return STOPPING_END[state], False
-        if state in TERMINAL or state == State.PAUSED or not row.searcher_shutdown:
-            return None
-        return State.COMPLETED, True
+                    else_=sa.false()).label("live"),
+        ).where(e.id.in_(exp_ids))).all()
+        return {row.id: _end_of(row) for row in rows}
 
     def active_ids(self) -> list[int]:
         with self._reader.connect() as conn:
@@ -418,3 +423,15 @@ class ExperimentService:
                     sa.select(t.experiments.c.id).where(t.experiments.c.state.not_in([s.value for s in TERMINAL]))
                 ).scalars()
             )
+
+
+def _end_of(row: Any) -> tuple[State, bool] | None:
+    """What ``_end_states`` decides from one experiment's row."""
+    if row.live:
+        return None
+    state = State(row.state)
+    if state in STOPPING:
+        return STOPPING_END[state], False
+    if state in TERMINAL or state == State.PAUSED or not row.searcher_shutdown:
+        return None
+    return State.COMPLETED, True
