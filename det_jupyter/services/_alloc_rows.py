@@ -3,7 +3,6 @@ reads as the scheduler's Request or Running."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,28 +37,19 @@ ASSIGN = (
                 sa.select(t.trials.c.run_id + 1).where(t.trials.c.id == _A.trial_id).scalar_subquery(), 0))
 )
 ASSIGNED_BY_TOKEN = sa.select(t.allocations).where(_A.token_hash.in_(_P("hashes", expanding=True)))
-# A turn's exits: the allocations still live, then TERMINATE for each (executemany).
-LIVE_OF = sa.select(t.allocations).where(
-    _A.allocation_id.in_(_P("ids", expanding=True)), _A.state != AllocState.TERMINATED.value)
+# A turn's exits with one outcome (exit code and reason), at once: the rows it ended.
 TERMINATE = (
     sa.update(t.allocations)
-    .where(_A.allocation_id == _P("alloc_id"), _A.state != AllocState.TERMINATED.value)
+    .where(_A.allocation_id.in_(_P("ids", expanding=True)), _A.state != AllocState.TERMINATED.value)
     .values(state=AllocState.TERMINATED.value, exit_code=_P("exit_code"),
             exit_reason=_P("exit_reason"), token_hash=None, end_time=_P("end_time"))
+    .returning(*t.allocations.c)
 )
 RUNNING = (
     sa.update(t.allocations)
     .where(_A.allocation_id.in_(_P("ids", expanding=True)), _A.state == AllocState.ASSIGNED.value)
     .values(state=AllocState.RUNNING.value)
 )
-
-
-def terminated(row: Any, exit_code: int | None, reason: str | None, end_time: float) -> Any:
-    """``row`` (read before TERMINATE) as TERMINATE left it."""
-    values = dict(row._mapping)
-    values.update(state=AllocState.TERMINATED.value, exit_code=exit_code, exit_reason=reason,
-                  token_hash=None, end_time=end_time)
-    return SimpleNamespace(**values)
 
 
 LIVE_STATES = (AllocState.ASSIGNED.value, AllocState.RUNNING.value, AllocState.TERMINATING.value)

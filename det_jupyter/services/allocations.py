@@ -98,6 +98,7 @@ class AllocationService:
         self._pending_view: dict[str, scheduler.Request] | None = None  # see scheduler_view
         self._started: list[str] = []  # started() of this loop turn, written together
         self._exits: list[tuple[str, int | None, str | None, str]] = []  # exited_soon() of this turn
+        self._flush_pending = False  # _flush_turn is scheduled
         self._jobs: dict[str, Any] = {}  # job id -> its scheduling settings, see _job
 
     # -- requests -----------------------------------------------------------------------
@@ -216,22 +217,19 @@ class AllocationService:
 
     def started(self, allocation_id: str) -> None:
         """The agent started it. Starts that arrive in one event-loop turn are written in one
-        statement at the end of the turn (at once when no loop runs)."""
+        statement at the end of the turn, in the transaction that ends the turn's exits (at
+        once when no loop runs)."""
         self._started.append(allocation_id)
-        if len(self._started) > 1:
-            return  # a flush is already scheduled
-        try:
-            asyncio.get_running_loop().call_soon(self._flush_started)
-        except RuntimeError:
-            self._flush_started()
+        self._flush_soon()
 
-    def _flush_started(self) -> None:
-        ids, self._started = self._started, []
-        if not ids:
-            return
-        with self._engine.begin() as conn:
-            conn.execute(rows.RUNNING, {"ids": ids})
-        self.on_change()
+    def _flush_soon(self) -> None:
+        if self._flush_pending:
+            return  # a flush is already scheduled
+        self._flush_pending = True
+        try:
+            asyncio.get_running_loop().call_soon(self._flush_turn)
+        except RuntimeError:
+            self._flush_turn()
 
     def exited(
         self, allocation_id: str, exit_code: int | None, reason: str | None,
@@ -250,14 +248,12 @@ class AllocationService:
         """``exited`` for agents' exit frames: those that arrive in one event-loop turn end in
         one transaction at the end of the turn (at once when no loop runs)."""
         self._exits.append((allocation_id, exit_code, reason, agent_id))
-        if len(self._exits) > 1:
-            return  # a flush is already scheduled
-        try:
-            asyncio.get_running_loop().call_soon(self._flush_exits)
-        except RuntimeError:
-            self._flush_exits()
+        self._flush_soon()
 
-    def _flush_exits(self) -> None:
+    def _flush_turn(self) -> None:
+        """Write a loop turn's starts (RUNNING) and end its exits, in one transaction."""
+        self._flush_pending = False
+        started, self._started = self._started, []
         batch, self._exits = self._exits, []
         ended = []
         for allocation_id, exit_code, reason, agent_id in batch:
@@ -265,11 +261,18 @@ class AllocationService:
             if done is not None:
                 ended.append((allocation_id, *done))
         if not ended:
+            if started:
+                with self._engine.begin() as conn:
+                    conn.execute(rows.RUNNING, {"ids": started})
+                self.on_change()
             return
         try:
-            self._end(ended)
+            self._end(ended, started)
         except Exception:  # one bad exit must not keep the others' allocations alive
             log.exception("ending %d allocations together failed; ending them one by one", len(ended))
+            if started:
+                with self._engine.begin() as conn:
+                    conn.execute(rows.RUNNING, {"ids": started})
             for one in ended:
                 try:
                     self._end([one])
@@ -298,28 +301,33 @@ class AllocationService:
             return live.failure
         return exit_code, reason
 
-    def _end(self, ended: Sequence[tuple[str, int | None, str | None]]) -> None:
-        """End allocations in one transaction, each with its owner's decision; then the
-        effects that must follow the commit."""
+    def _end(self, ended: Sequence[tuple[str, int | None, str | None]], started: Sequence[str] = ()) -> None:
+        """End allocations in one transaction (with ``started``'s RUNNING, if any), each with
+        its owner's decision; then the effects that must follow the commit."""
         follows: list[tuple[str, Callable[[], None] | None]] = []
         assert self.owner is not None
         now = self._clock.now()
-        how = {}
+        how: dict[str, tuple[int | None, str | None]] = {}
         for allocation_id, exit_code, reason in ended:
             how.setdefault(allocation_id, (exit_code, reason))  # a repeated exit: the first
+        groups: dict[tuple[int | None, str | None], list[str]] = {}
+        for allocation_id, outcome in how.items():
+            groups.setdefault(outcome, []).append(allocation_id)
+        order = {allocation_id: i for i, allocation_id in enumerate(how)}
         with self._engine.begin() as conn:
-            # One read of those still live, one TERMINATE for all of them (executemany), then
-            # each owner's decision (theirs batched too: see OwnerRouter.allocations_exited).
-            order = {allocation_id: i for i, allocation_id in enumerate(how)}
-            live = sorted(conn.execute(rows.LIVE_OF, {"ids": list(how)}),
-                          key=lambda a: order[a.allocation_id])  # the exits' order
-            if live:
-                conn.execute(rows.TERMINATE, [
-                    {"alloc_id": a.allocation_id, "exit_code": how[a.allocation_id][0],
-                     "exit_reason": how[a.allocation_id][1], "end_time": now} for a in live])
-            done = [(rows.terminated(a, *how[a.allocation_id], now), *how[a.allocation_id]) for a in live]
-            follows = list(zip([a.allocation_id for a in live],
+            if started:
+                conn.execute(rows.RUNNING, {"ids": list(started)})
+            # One TERMINATE per distinct outcome (usually one for the whole turn), then each
+            # owner's decision (theirs batched too: see OwnerRouter.allocations_exited).
+            done = sorted(
+                ((alloc, *outcome) for outcome, ids in groups.items()
+                 for alloc in conn.execute(rows.TERMINATE, {"ids": ids, "exit_code": outcome[0],
+                                                            "exit_reason": outcome[1], "end_time": now})),
+                key=lambda d: order[d[0].allocation_id])  # the exits' order
+            follows = list(zip([d[0].allocation_id for d in done],
                                self.owner.allocations_exited(done, conn), strict=True))
+        if started:
+            self.on_change()
         for allocation_id, follow in follows:
             if self._pending_view is not None:
                 self._pending_view.pop(allocation_id, None)
