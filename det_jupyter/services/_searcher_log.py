@@ -139,32 +139,55 @@ class SearcherLog:
     def save(self, conn: sa.Connection, exp_id: int, *, force: bool = False) -> None:
         """Log the events fed since the last save and record progress; rewrite the snapshot
         instead (and drop the log) when it is due."""
-        entry = self._cache[exp_id]
-        if force or entry.since_snapshot >= SNAPSHOT_EVERY:
-            conn.execute(sa.delete(t.searcher_events).where(t.searcher_events.c.experiment_id == exp_id))
-            conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(
-                searcher_state={"version": 2, "snapshot": entry.searcher.snapshot()}
-            ))
-            entry.since_snapshot = 0
-            entry.unsaved = []
-        progress = entry.searcher.progress()
-        update = progress != entry.progress_saved
-        if entry.unsaved:
-            # One row and one statement whatever the group's size; on PostgreSQL the statement
-            # also carries the progress update.
-            unsaved = entry.unsaved
-            payload = unsaved[0] if len(unsaved) == 1 else "[" + ",".join(unsaved) + "]"
-            insert = "INSERT INTO searcher_events (experiment_id, payload) VALUES ({0}, {0})"
-            params: tuple = (exp_id, payload)
-            if update and conn.dialect.name == "postgresql":
-                insert = f"WITH logged AS ({insert}) UPDATE experiments SET progress = {{0}} WHERE id = {{0}}"
-                params += (progress, exp_id)
-                update = False
-            _driver_sql(conn, insert, params)
-            entry.unsaved = []
-        if update:
-            _driver_sql(conn, "UPDATE experiments SET progress = {0} WHERE id = {0}", (progress, exp_id))
-        entry.progress_saved = progress
+        self.save_many(conn, [(exp_id, force)])
+
+    def save_many(self, conn: sa.Connection, exps: list[tuple[int, bool]]) -> None:
+        """``save`` for several experiments (id, force) in one transaction: their log rows in
+        one statement whatever their number, with their progress (on PostgreSQL in the same
+        statement; on SQLite, where statements cost no round trip, one per experiment)."""
+        logged: list[tuple[int, str]] = []
+        progressed: list[tuple[int, float]] = []
+        for exp_id, force in exps:
+            entry = self._cache[exp_id]
+            if force or entry.since_snapshot >= SNAPSHOT_EVERY:
+                conn.execute(sa.delete(t.searcher_events).where(t.searcher_events.c.experiment_id == exp_id))
+                conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(
+                    searcher_state={"version": 2, "snapshot": entry.searcher.snapshot()}
+                ))
+                entry.since_snapshot = 0
+                entry.unsaved = []
+            if entry.unsaved:
+                # One row whatever the group's size.
+                unsaved = entry.unsaved
+                logged.append((exp_id, unsaved[0] if len(unsaved) == 1 else "[" + ",".join(unsaved) + "]"))
+                entry.unsaved = []
+            progress = entry.searcher.progress()
+            if progress != entry.progress_saved:
+                progressed.append((exp_id, progress))
+                entry.progress_saved = progress
+        _write(conn, logged, progressed)
+
+
+def _write(conn: sa.Connection, logged: list[tuple[int, str]], progressed: list[tuple[int, float]]) -> None:
+    """Insert the log rows and update the experiments' progress: on PostgreSQL one statement
+    for both; on SQLite one for the rows and one per progress."""
+    insert = ("INSERT INTO searcher_events (experiment_id, payload) VALUES "
+              + ", ".join(["({0}, {0})"] * len(logged)))
+    rows = tuple(v for row in logged for v in row)
+    if conn.dialect.name == "postgresql" and progressed:
+        update = ("UPDATE experiments SET progress = v.p FROM (VALUES "
+                  + ", ".join(["({0}::integer, {0}::double precision)"] * len(progressed))
+                  + ") AS v(id, p) WHERE experiments.id = v.id")
+        params = tuple(v for row in progressed for v in row)
+        if logged:
+            _driver_sql(conn, f"WITH logged AS ({insert}) {update}", rows + params)
+        else:
+            _driver_sql(conn, update, params)
+        return
+    if logged:
+        _driver_sql(conn, insert, rows)
+    for exp_id, progress in progressed:
+        _driver_sql(conn, "UPDATE experiments SET progress = {0} WHERE id = {0}", (progress, exp_id))
 
 
 def _driver_sql(conn: sa.Connection, sql: str, params: tuple) -> None:

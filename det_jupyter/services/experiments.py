@@ -287,8 +287,9 @@ class ExperimentService:
             with self._engine.begin() as conn:
                 states = dict(conn.execute(sa.select(t.experiments.c.id, t.experiments.c.state)
                                            .where(t.experiments.c.id.in_(list(groups)))).all())
-                shutdown = {exp_id: self._apply(conn, exp_id, events, states[exp_id])
+                shutdown = {exp_id: self._apply(conn, exp_id, events, states[exp_id], save=False)
                             for exp_id, events in groups.items() if events}
+                self._log.save_many(conn, list(shutdown.items()))  # every group's log: one statement
         except Exception:
             for exp_id in groups:
                 self._log.forget(exp_id)  # their in-memory states may be ahead of the database
@@ -325,10 +326,11 @@ class ExperimentService:
             raise first
 
     def _apply(self, conn: sa.Connection, exp_id: int, events: list[SearcherEvent],
-               state: str | None = None) -> bool:
+               state: str | None = None, *, save: bool = True) -> bool:
         """Feed events and carry out their actions (and those of the trial_created events they
         cause); returns whether the searcher shut down. ``state``: the experiment's, if the
-        caller read it in this transaction."""
+        caller read it in this transaction; ``save``: False when the caller saves the log
+        (``SearcherLog.save_many``, forced when it shut down)."""
         exp = self._exp_row(conn, exp_id, state)
         shutdown = False
         for event in events:
@@ -337,7 +339,8 @@ class ExperimentService:
                 exp = self._exp_row(conn, exp_id)  # a failed search's Shutdown changed its state
         if shutdown:
             conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_shutdown=True))
-        self._log.save(conn, exp_id, force=shutdown)
+        if save:
+            self._log.save(conn, exp_id, force=shutdown)
         return shutdown
 
     def _exp_row(self, conn: sa.Connection, exp_id: int, state: str | None = None) -> Any:
