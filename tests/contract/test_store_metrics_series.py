@@ -85,11 +85,11 @@ def test_points_beyond_the_budget_are_thinned_evenly(engine: sa.Engine, metrics:
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The safety net when a level holds more rows than asked for (uneven ordinals after a
     rewind): forced here by a level that keeps every row."""
-    from det_jupyter.services import metrics as metrics_module
+    from det_jupyter.services import _metric_charts as charts
 
     _, _, tid = make_world(engine)
     _load(metrics, tid, 40)
-    monkeypatch.setattr(metrics_module, "_level", lambda count, max_points: 0)
+    monkeypatch.setattr(charts, "level", lambda count, max_points: 0)
     steps = [r[0] for r in _series(metrics, [tid], "training", ["loss"], max_points=10)[tid]]
     assert len(steps) == 10 and steps[0] == 1 and steps[-1] == 40 and steps == sorted(set(steps))
 
