@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
 
 import aiohttp
-from tornado import httpclient, web, websocket
+from tornado import httpclient, httputil, web, websocket
 
 from ..errors import DetError, NotFound
 from ..services import jobs
@@ -73,6 +73,42 @@ async def close_upstream_sessions() -> None:
     _SESSIONS.clear()
     for session in sessions:
         await session.close()
+
+
+#: How long an upstream may take: to connect, and between two reads of its answer.
+_UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=300)
+
+
+def upstream_request(method: str, url: str, headers: dict[str, str], body: bytes | None) -> Any:
+    """The request to a notebook over the pooled client, as an ``async with`` context: no
+    redirects followed, the body passed on as it comes (no decompression)."""
+    return upstream_session().request(method, url, headers=headers, data=body, allow_redirects=False,
+                                      auto_decompress=False, timeout=_UPSTREAM_TIMEOUT)
+
+
+def upstream_headers(headers: httputil.HTTPHeaders, protocol: str, target: Target) -> dict[str, str]:
+    """A request's headers as the notebook gets them: hop-by-hop headers and the user's
+    credentials dropped (the proxy's cookie too, the others kept), the notebook's own token."""
+    out = {k: v for k, v in headers.get_all() if k.lower() not in HOP_BY_HOP}
+    cookies = [f"{name}={value}" for name, value in httputil.parse_cookie(headers.get("Cookie", "")).items()
+               if name != COOKIE]
+    if cookies:
+        out["Cookie"] = "; ".join(cookies)
+    out["Authorization"] = f"token {target.token}"
+    out["X-Forwarded-Proto"] = protocol
+    return out
+
+
+def answer_headers(resp: aiohttp.ClientResponse, *, keep_length: bool) -> list[tuple[str, str]]:
+    """The notebook's answer's headers to pass on: framing and server headers dropped, every
+    Set-Cookie and the Content-Encoding kept; the Content-Length too with ``keep_length``
+    (the body is streamed as it came, not framed again)."""
+    out = [(name, value) for name, value in resp.headers.items() if name.lower() not in RESPONSE_SKIP]
+    out += [("Set-Cookie", value) for value in resp.headers.getall("Set-Cookie", [])]
+    for name in ("Content-Encoding", "Content-Length") if keep_length else ("Content-Encoding",):
+        if resp.headers.get(name):
+            out.append((name, resp.headers[name]))
+    return out
 
 
 def bad_path(raw_path: str) -> bool:
@@ -142,14 +178,7 @@ class ProxyHandler(websocket.WebSocketHandler):
         return f"{url}?{urlencode(query)}" if query else url
 
     def _upstream_headers(self, target: Target) -> dict[str, str]:
-        headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in HOP_BY_HOP}
-        cookies = [f"{name}={morsel.value}" for name, morsel in self.request.cookies.items()
-                   if name != COOKIE]
-        if cookies:
-            headers["Cookie"] = "; ".join(cookies)
-        headers["Authorization"] = f"token {target.token}"
-        headers["X-Forwarded-Proto"] = self.request.protocol
-        return headers
+        return upstream_headers(self.request.headers, self.request.protocol, target)
 
     # -- HTTP ---------------------------------------------------------------------------
 
@@ -194,20 +223,12 @@ class ProxyHandler(websocket.WebSocketHandler):
         method = self.request.method or "GET"
         body = self.request.body if method not in ("GET", "HEAD") else None
         try:
-            async with upstream_session().request(
-                method, self._upstream_url(target, "http"), headers=self._upstream_headers(target),
-                data=body, allow_redirects=False, auto_decompress=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=300),
-            ) as resp:
+            async with upstream_request(method, self._upstream_url(target, "http"),
+                                        self._upstream_headers(target), body) as resp:
                 self.set_status(resp.status, resp.reason)
                 self._clear_representation_headers()
-                for name, value in resp.headers.items():
-                    if name.lower() not in RESPONSE_SKIP:
-                        self.add_header(name, value)
-                for value in resp.headers.getall("Set-Cookie", []):
-                    self.add_header("Set-Cookie", value)
-                if resp.headers.get("Content-Encoding"):
-                    self.set_header("Content-Encoding", resp.headers["Content-Encoding"])
+                for name, value in answer_headers(resp, keep_length=False):
+                    self.add_header(name, value)
                 if method != "HEAD" and resp.status not in (204, 304):
                     async for chunk in resp.content.iter_chunked(256 * 1024):
                         self.write(chunk)

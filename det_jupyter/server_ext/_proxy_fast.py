@@ -13,8 +13,8 @@ to the application, unchanged, so every refusal and waiting page is the applicat
 
 The checks are the application's fast path's (``ProxyHandler._proxy``): the user from a det
 session token or this task's ticket, then ``NotebookService.route`` (its owner or an admin);
-the upstream is the recorded address with the notebook's token, the hop-by-hop and credential
-headers dropped, as ``ProxyHandler._upstream_headers`` does.
+the upstream request and the answer's headers are made by the same helpers
+(``upstream_request``, ``upstream_headers``, ``answer_headers``).
 """
 
 from __future__ import annotations
@@ -29,14 +29,18 @@ from tornado import httputil, iostream, web
 
 from ..errors import DetError
 from ..services.notebooks import Target
-from ._proxy import COOKIE, HOP_BY_HOP, RESPONSE_SKIP, TICKET_PARAM, bad_path, upstream_session
+from ._proxy import (
+    COOKIE,
+    TICKET_PARAM,
+    answer_headers,
+    bad_path,
+    upstream_headers,
+    upstream_request,
+)
 
 log = logging.getLogger("det_jupyter.proxy")
 
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-#: What the fast path passes through that ``RESPONSE_SKIP`` drops for the application's path:
-#: the application reframes the body; the fast path streams it as it came.
-_FRAMING = {"content-length", "content-encoding"}
 
 
 class ProxyDelegate(httputil.HTTPServerConnectionDelegate):
@@ -119,17 +123,6 @@ class _Request(httputil.HTTPMessageDelegate):
         except DetError:
             return None  # the application answers (its 404)
 
-    def _upstream_headers(self, target: Target) -> dict[str, str]:
-        assert self._headers is not None
-        out = {k: v for k, v in self._headers.get_all() if k.lower() not in HOP_BY_HOP}
-        cookies = [f"{name}={value}" for name, value in
-                   httputil.parse_cookie(self._headers.get("Cookie", "")).items() if name != COOKIE]
-        if cookies:
-            out["Cookie"] = "; ".join(cookies)
-        out["Authorization"] = f"token {target.token}"
-        out["X-Forwarded-Proto"] = getattr(self._conn.context, "protocol", "http")  # type: ignore[attr-defined]
-        return out
-
     async def _forward_or_close(self) -> None:
         try:
             await self._forward()
@@ -138,24 +131,18 @@ class _Request(httputil.HTTPMessageDelegate):
             self._conn.close()  # type: ignore[attr-defined]
 
     async def _forward(self) -> None:
-        assert self._start is not None and self._target is not None
+        assert self._start is not None and self._headers is not None and self._target is not None
         target, method = self._target, self._start.method
         body = b"".join(self._body) if method not in ("GET", "HEAD") else None
+        protocol = getattr(self._conn.context, "protocol", "http")  # type: ignore[attr-defined]
         self._master().notebooks.touched(target.task_id)
         sent = False
         try:
-            async with upstream_session().request(
-                method, f"http://{target.address}{self._start.path}", headers=self._upstream_headers(target),
-                data=body, allow_redirects=False, auto_decompress=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=300),
-            ) as resp:
+            async with upstream_request(method, f"http://{target.address}{self._start.path}",
+                                        upstream_headers(self._headers, protocol, target), body) as resp:
                 headers = httputil.HTTPHeaders()
-                for name, value in resp.headers.items():
-                    lower = name.lower()
-                    if lower not in RESPONSE_SKIP or lower in _FRAMING:
-                        headers.add(name, value)
-                for value in resp.headers.getall("Set-Cookie", []):
-                    headers.add("Set-Cookie", value)
+                for name, value in answer_headers(resp, keep_length=True):
+                    headers.add(name, value)
                 headers["Date"] = httputil.format_timestamp(time.time())
                 sent = True
                 self._conn.write_headers(httputil.ResponseStartLine("HTTP/1.1", resp.status, resp.reason or ""),

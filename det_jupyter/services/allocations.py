@@ -33,30 +33,19 @@ log = logging.getLogger("det_jupyter.allocations")
 class AllocationOwner(Protocol):
     """What owns allocations of a task type (trials now; notebooks and commands later)."""
 
-    def build_specs(
-        self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
-    ) -> list[dict]:
-        """The TaskSpecs (docs/internals.md) for a run of ``alloc``: one per container; writes
-        what starting a run changes through ``conn`` (the placement's transaction) if given."""
-
-    def allocation_exited(
-        self, alloc: sa.Row, exit_code: int | None, reason: str | None,
-        conn: sa.Connection | None = None,
-    ) -> Callable[[], None] | None:
-        """React to the end of an allocation (decide restart, completion, error), writing in
-        ``conn``'s transaction when given; returns what must run once it committed."""
-
     def build_specs_many(
         self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
     ) -> dict[str, list[dict]]:
-        """``build_specs`` for a pass's placements (allocation, gang, token), in ``conn``:
-        the specs by allocation id."""
+        """The TaskSpecs (docs/internals.md) of a pass's placements (allocation, gang, token),
+        one per container, by allocation id; what starting the runs changes is written in
+        ``conn`` (the placements' transaction)."""
 
     def allocations_exited(
         self, ended: Sequence[tuple[Any, int | None, str | None]], conn: sa.Connection
     ) -> list[Callable[[], None] | None]:
-        """``allocation_exited`` for a turn's exits (allocation, exit code, reason), in
-        ``conn``: what must follow the commit, in order."""
+        """React to the end of a turn's allocations (allocation, exit code, reason): decide
+        restart, completion, error, written in ``conn``'s transaction; returns, in order, what
+        must run once it committed."""
 
 
 class Launcher(Protocol):

@@ -153,14 +153,11 @@ class CommandService:
                            f"shows them")
         return row
 
-    def list(self, user: User | None = None, kind: str | tuple[str, ...] = "COMMAND",
-             running: bool = False) -> list[sa.Row]:
+    def list(self, user: User | None = None, kind: str | tuple[str, ...] = "COMMAND") -> list[sa.Row]:
         """Tasks of ``kind`` (or of any of several kinds), oldest first; ``user``'s only if
-        given; only those whose allocation runs if ``running``."""
+        given."""
         kinds = (kind,) if isinstance(kind, str) else kind
         q = _listing().where(t.commands.c.task_type.in_(kinds)).order_by(t.commands.c.start_time)
-        if running:
-            q = q.where(t.allocations.c.state == AllocState.RUNNING.value)
         if user is not None:
             q = q.where(t.commands.c.owner_id == user.id)
         with self._reader.connect() as conn:
@@ -172,7 +169,7 @@ class CommandService:
         of the config only ``idle_timeout`` and ``idle_type`` (extracted by the database)."""
         c, a = t.commands.c, t.allocations.c
         q = (sa.select(c.task_id, c.task_type, c.owner_id, c.proxy_address, c.proxy_token,
-                       c.end_time, a.allocation_id,
+                       a.allocation_id,
                        c.config["idle_timeout"].as_float().label("idle_timeout"),
                        c.config["notebook_idle_type"].as_string().label("idle_type"))
              .join(t.allocations, a.task_id == c.task_id)
@@ -281,26 +278,11 @@ class OwnerRouter:
         self._trials = trials
         self._commands = commands
 
-    def _owner(self, alloc: sa.Row) -> Any:
-        return self._trials if alloc.trial_id is not None else self._commands
-
-    def build_specs(
-        self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
-    ) -> list[dict]:
-        return self._owner(alloc).build_specs(alloc, gang, token, conn=conn)
-
-    def allocation_exited(
-        self, alloc: sa.Row, exit_code: int | None, reason: str | None,
-        conn: sa.Connection | None = None,
-    ) -> Callable[[], None] | None:
-        return self._owner(alloc).allocation_exited(alloc, exit_code, reason, conn)
-
     def build_specs_many(
         self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
     ) -> dict[str, list[dict]]:
         """A pass's placements: the trials' together (batched), the others one by one."""
-        out = self._trials.build_specs_many([r for r in runs if r[0].trial_id is not None], conn) \
-            if any(r[0].trial_id is not None for r in runs) else {}
+        out = self._trials.build_specs_many([r for r in runs if r[0].trial_id is not None], conn)
         for alloc, gang, token in runs:
             if alloc.trial_id is None:
                 out[alloc.allocation_id] = self._commands.build_specs(alloc, gang, token, conn=conn)
@@ -310,8 +292,7 @@ class OwnerRouter:
         self, ended: Sequence[tuple[Any, int | None, str | None]], conn: sa.Connection
     ) -> list[Callable[[], None] | None]:
         """A turn's exits: the trials' together (batched), the others one by one; in order."""
-        trials = iter(self._trials.allocations_exited([e for e in ended if e[0].trial_id is not None], conn)
-                      if any(e[0].trial_id is not None for e in ended) else [])
+        trials = iter(self._trials.allocations_exited([e for e in ended if e[0].trial_id is not None], conn))
         return [next(trials) if alloc.trial_id is not None
                 else self._commands.allocation_exited(alloc, exit_code, reason, conn)
                 for alloc, exit_code, reason in ended]

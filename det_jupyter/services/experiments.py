@@ -268,9 +268,7 @@ class ExperimentService:
                 raise
             self.fail(exp_id, f"searcher error: {exc}")
         self.trials.flush()
-        # A validation can end the experiment only through a searcher shutdown; a trial closing
-        # always may. Skipping the check otherwise keeps the per-report cost down.
-        if shutdown or any(e.kind != "validation_completed" for e in events):
+        if _may_end(shutdown, events):
             self.maybe_finish(exp_id)
 
     def searcher_events_many(self, groups: dict[int, list[SearcherEvent]]) -> None:
@@ -298,7 +296,7 @@ class ExperimentService:
             return
         self.trials.flush()
         self.maybe_finish_many([exp_id for exp_id, events in groups.items()
-                                if shutdown.get(exp_id) or any(e.kind != "validation_completed" for e in events)])
+                                if _may_end(shutdown.get(exp_id, False), events)])
 
     def _each_alone(self, groups: dict[int, list[SearcherEvent]]) -> None:
         """Feed each experiment's group in a transaction of its own; raise the first error
@@ -426,6 +424,13 @@ class ExperimentService:
                     sa.select(t.experiments.c.id).where(t.experiments.c.state.not_in([s.value for s in TERMINAL]))
                 ).scalars()
             )
+
+
+def _may_end(shutdown: bool, events: list[SearcherEvent]) -> bool:
+    """Whether feeding ``events`` may have ended the experiment: a validation can only through
+    a searcher shutdown; a trial closing always may. Skipping the check otherwise keeps the
+    per-report cost down."""
+    return shutdown or any(e.kind != "validation_completed" for e in events)
 
 
 def _end_of(row: Any) -> tuple[State, bool] | None:

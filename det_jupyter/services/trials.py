@@ -200,7 +200,7 @@ class TrialService:
 
     def resume_all(self, exp_id: int) -> None:
         with self._engine.begin() as conn:
-            config = self._config(conn, exp_id)
+            config = self.experiment_config(conn, exp_id)
             for trial in conn.execute(
                 sa.select(t.trials).where(t.trials.c.experiment_id == exp_id, t.trials.c.state == State.PAUSED.value)
             ).all():
@@ -233,27 +233,21 @@ class TrialService:
 
     # -- running ------------------------------------------------------------------------
 
-    def build_specs(
-        self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
-    ) -> list[dict]:
-        """Start a new run of the trial: rewind metrics past its checkpoint, build one spec per
-        container of its gang (in ``conn``'s transaction when given)."""
-        if conn is None:
-            with self._engine.begin() as own:
-                return self.build_specs(alloc, gang, token, conn=own)
-        return self.build_specs_many([(alloc, gang, token)], conn)[alloc.allocation_id]
-
     def build_specs_many(
         self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
     ) -> dict[str, list[dict]]:
-        """``build_specs`` for a pass's placements: one read of their trials and one write of
-        their new runs (executemany), whatever the pass's size."""
+        """Start new runs of a pass's trials, in ``conn`` (the placements' transaction): rewind
+        metrics past each one's checkpoint, build one spec per container of its gang; the specs
+        by allocation id. One read of the trials and one write of their new runs
+        (executemany), whatever the pass's size."""
+        if not runs:
+            return {}
         trials = {r.id: r for r in conn.execute(_TRIALS, {"ids": [a.trial_id for a, _, _ in runs]})}
         starts, out = [], {}
         for alloc, gang, token in runs:
             trial = trials[alloc.trial_id]
             exp_id, owner = trial.experiment_id, trial.username
-            self._config(conn, exp_id)  # trial_spec reads it from the cache
+            self.experiment_config(conn, exp_id)  # trial_spec reads it from the cache
             ckpt_steps = 0
             if trial.latest_checkpoint:
                 ckpt_steps = conn.execute(_CKPT_STEPS, {"uuid": trial.latest_checkpoint}).scalar() or 0
@@ -265,7 +259,7 @@ class TrialService:
                     .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
                     .values(archived=True)
                 )
-                recompute_summary(conn, trial.id, self._config(conn, exp_id))
+                recompute_summary(conn, trial.id, self.experiment_config(conn, exp_id))
             starts.append({"trial_id": trial.id, "run_id": run_id, "steps": ckpt_steps})
             # (The allocation's run id was set with its placement: see allocations' ASSIGN.)
             digest = self._context_digest(conn, exp_id)
@@ -282,7 +276,7 @@ class TrialService:
             conn.execute(_START_RUN, starts)
         return out
 
-    def _config(self, conn: sa.Connection, exp_id: int) -> dict:
+    def experiment_config(self, conn: sa.Connection, exp_id: int) -> dict:
         """The experiment's expanded config, read once per master run with its JSON text
         (every run of every trial gets it as DET_EXPERIMENT_CONFIG)."""
         cached = self._configs.get(exp_id)
@@ -291,10 +285,6 @@ class TrialService:
                 sa.select(t.experiments.c.config).where(t.experiments.c.id == exp_id)).scalar_one()
             cached = self._configs[exp_id] = (config, json.dumps(config))
         return cached[0]
-
-    def experiment_config(self, conn: sa.Connection, exp_id: int) -> dict:
-        """The experiment's expanded config (cached: see ``_config``)."""
-        return self._config(conn, exp_id)
 
     def forget_configs(self) -> None:
         """Configs were edited (a job's resources are mirrored into its experiment's config)."""
@@ -310,28 +300,12 @@ class TrialService:
             self._context_digests[exp_id] = f"sha256:{hashlib.sha256(tgz).hexdigest()}" if tgz else None
         return self._context_digests[exp_id]
 
-    def allocation_exited(
-        self, alloc: sa.Row, exit_code: int | None, reason: str | None,
-        conn: sa.Connection | None = None,
-    ) -> Callable[[], None] | None:
-        """Decide what the exit means for the trial. With ``conn``, the decision is written in
-        that transaction (the allocation's own end) and what must follow its commit is
-        returned; without, both happen here."""
-        if alloc.trial_id is None:
-            return None
-        if conn is None:
-            with self._engine.begin() as own:
-                follow = self.allocation_exited(alloc, exit_code, reason, own)
-            if follow is not None:
-                follow()
-            return None
-        return self.allocations_exited([(alloc, exit_code, reason)], conn)[0]
-
     def allocations_exited(
         self, ended: Sequence[tuple[Any, int | None, str | None]], conn: sa.Connection
     ) -> list[Callable[[], None] | None]:
-        """``allocation_exited`` for a turn's exits: one read of their trials and one write of
-        the trials that ended (executemany); what must follow the commit, in order."""
+        """Decide what a turn's exits mean for their trials (restart, completion, error),
+        written in ``conn`` (the allocations' own end); what must follow the commit, in order.
+        One read of the trials and one write of those that ended (executemany)."""
         ids = [a.trial_id for a, _, _ in ended if a.trial_id is not None]
         trials = {r.id: r for r in conn.execute(_TRIALS, {"ids": ids})} if ids else {}
         ends: list[dict] = []
@@ -346,7 +320,7 @@ class TrialService:
                 trial: Any, ends: list[dict]) -> Callable[[], None]:
         """One exit's decision; trials that end are added to ``ends`` (written by the caller)."""
         searcher_events: list[SearcherEvent] = []
-        config = self._config(conn, trial.experiment_id)
+        config = self.experiment_config(conn, trial.experiment_id)
         state = State(trial.state)
         rid = trial.request_id
         if state in STOPPING:
