@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import functools
 import importlib.util
 import json
@@ -136,14 +137,28 @@ def isolated_argv(
     run_dir: str,
     work_dir: str,
     mounts: Sequence[Mapping[str, str]],
+    parent_lock: str | None = None,
 ) -> list[str]:
     """Wrap ``entry`` so it runs in a private mount + pid namespace with the task's mounts.
 
     The ``sh`` preamble bind-mounts ``run_dir`` at /run/determined and each mount's host_path at
     its container_path, then execs the entrypoint in ``work_dir`` (as pid 1 of the namespace, so
     every process the task leaves behind dies with it).
+
+    ``parent_lock``: a file whose shared flock ``unshare`` holds through its stdin (see
+    :func:`open_parent_lock`). ``unshare --kill-child`` arms the namespace's pid 1 to die with
+    ``unshare`` only after forking it, and (before util-linux 2.39) checks nothing: were
+    ``unshare`` killed in between (the agent died), the task would outlive it. The preamble
+    runs after that arming; it lets go of its own copy of stdin and leaves at once if it can
+    then take the lock exclusively, i.e. ``unshare`` is gone.
     """
-    steps = ["set -e", f"mount --bind {shlex.quote(run_dir)} {RUN_MOUNT}"]
+    steps = ["set -e"]
+    if parent_lock:
+        steps.append("exec </dev/null")
+        steps.append(
+            f"if flock -n -x {shlex.quote(parent_lock)} true 2>/dev/null; then exit 137; fi"
+        )
+    steps.append(f"mount --bind {shlex.quote(run_dir)} {RUN_MOUNT}")
     for m in mounts:
         steps.append(
             f"mount --bind {shlex.quote(m['host_path'])} {shlex.quote(m['container_path'])}"
@@ -175,6 +190,25 @@ def probe_isolation() -> list[str] | None:
             return list(prefix)
         log.debug("isolation probe %s exited %d: %s", prefix, done.returncode, done.stderr)
     return None
+
+
+def open_parent_lock(path: str) -> int | None:
+    """A read-only fd of ``path`` holding a shared flock, to be an isolated task's stdin (see
+    :func:`isolated_argv`); None where the file cannot be locked (the check is then skipped).
+    The lock lasts while any process keeps this open file: the agent closes its fd once the
+    task is spawned, leaving ``unshare`` the holder."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        log.debug("no parent lock at %s: %s", path, e)
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError as e:
+        log.debug("no parent lock at %s: %s", path, e)
+        os.close(fd)
+        return None
+    return fd
 
 
 def _load_prctl() -> Callable[..., int] | None:

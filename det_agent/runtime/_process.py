@@ -20,6 +20,7 @@ from ._launch import (
     harness_dir,
     isolated_argv,
     make_preexec,
+    open_parent_lock,
     probe_isolation,
     python_bin_dir,
 )
@@ -202,18 +203,29 @@ class ProcessRuntime(Runtime):
         self, argv: list[str], env: dict[str, str], work: str, run: str, mounts: list[dict[str, str]],
     ) -> subprocess.Popen[bytes]:
         """The task as a new process (inside ``unshare`` when isolated)."""
+        stdin = subprocess.DEVNULL
         if self._unshare is not None:
-            argv = isolated_argv(self._unshare, argv, run_dir=run, work_dir=work, mounts=mounts)
-        return subprocess.Popen(
-            argv,
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=make_preexec(os.getpid()),
-        )
+            lock_path = os.path.join(os.path.dirname(run), "parent.lock")
+            lock = open_parent_lock(lock_path)
+            argv = isolated_argv(
+                self._unshare, argv, run_dir=run, work_dir=work, mounts=mounts,
+                parent_lock=lock_path if lock is not None else None,
+            )
+            stdin = subprocess.DEVNULL if lock is None else lock
+        try:
+            return subprocess.Popen(
+                argv,
+                cwd=work,
+                env=env,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=make_preexec(os.getpid()),
+            )
+        finally:
+            if stdin != subprocess.DEVNULL:
+                os.close(stdin)  # unshare (and only it, once the preamble ran) holds the lock
 
     async def _start_warm(
         self, entrypoint: Any, env: dict[str, str], work: str, run: str, mounts: list[dict[str, str]],

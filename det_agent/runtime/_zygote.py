@@ -59,8 +59,9 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> N
     _check(_libc.mount(enc[0], enc[1], enc[2], flags, None), f"mount {target}")
 
 
-def _die_with_parent() -> None:
-    parent = os.getppid()
+def _die_with_parent(parent: int) -> None:
+    """Ask for SIGKILL when ``parent`` (the pid that forked us, taken before the fork: read
+    after it, it may already be the reaper's) dies; leave now if it already has."""
     _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(137)
@@ -73,20 +74,30 @@ def _isolate(isolate: dict) -> None:
     _mount(isolate["run_dir"], _RUN_MOUNT, None, _MS_BIND)
     for m in isolate.get("mounts") or []:
         _mount(m["host_path"], m["container_path"], None, _MS_BIND)
+    # As pid 1 of the new namespace the task sees a parent pid of 0 whether or not the middle
+    # process lives, so _die_with_parent's check cannot tell; a pipe whose only writer is the
+    # middle process can (it reads as ended once that process is gone).
+    alive_r, alive_w = os.pipe()
     pid = os.fork()
     if pid:  # the middle process: mirror the task's exit
+        os.close(alive_r)
         _, status = os.waitpid(pid, 0)
         os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
-    _die_with_parent()
+    os.close(alive_w)
+    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    if select.select([alive_r], [], [], 0)[0]:  # the middle process died before prctl
+        os._exit(137)
+    os.close(alive_r)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
 
 
-def _become_task(job: dict, out_fd: int, err_fd: int) -> None:
-    """In the forked child: take on the task's process state, then return to run it."""
+def _become_task(job: dict, out_fd: int, err_fd: int, launcher: int) -> None:
+    """In the forked child of ``launcher``: take on the task's process state, then return to
+    run it."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    _die_with_parent()
+    _die_with_parent(launcher)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out_fd, 1)
@@ -116,6 +127,7 @@ def _serve(sock: socket.socket) -> dict:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     tasks: dict[int, str] = {}
+    launcher = os.getpid()
     while True:
         ready, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in ready:
@@ -138,7 +150,7 @@ def _serve(sock: socket.socket) -> dict:
             sock.close()
             os.close(wake_r)
             os.close(wake_w)
-            _become_task(job, fds[0], fds[1])
+            _become_task(job, fds[0], fds[1], launcher)
             return job
         for fd in fds:
             os.close(fd)

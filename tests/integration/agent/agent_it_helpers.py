@@ -75,9 +75,26 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-async def wait_gone(marker: str, timeout: float = 2.0) -> list[int]:
-    """Wait until no process carries ``marker``; return the survivors (empty when all died)."""
+def processes_holding(marker: str) -> list[int]:
+    """Pids (not ours) with an open file whose path contains ``marker`` (a warm-started task's
+    command line is its launcher's, so it shows itself this way)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+            if any(marker in os.readlink(f"/proc/{entry}/fd/{fd}") for fd in fds):
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+async def wait_gone(marker: str, timeout: float = 2.0, find=processes_with) -> list[int]:
+    """Wait until ``find`` sees no process carrying ``marker``; return the survivors (empty when
+    all died)."""
     deadline = time.monotonic() + timeout
-    while (left := processes_with(marker)) and time.monotonic() < deadline:
+    while (left := find(marker)) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     return left

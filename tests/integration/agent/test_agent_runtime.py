@@ -9,10 +9,18 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import pytest
-from agent_it_helpers import ISOLATION, NO_ISOLATION_REASON, Recorder, processes_with, wait_gone
+from agent_it_helpers import (
+    ISOLATION,
+    NO_ISOLATION_REASON,
+    Recorder,
+    processes_holding,
+    processes_with,
+    wait_gone,
+)
 
 from det_agent import ProcessRuntime, Slot
 
@@ -185,10 +193,9 @@ PARENT = textwrap.dedent("""
     from det_agent import ProcessRuntime, Slot
 
     async def main():
-        rt = ProcessRuntime(sys.argv[1], agent_id="p", slots=[Slot(0, "cpu", "cpu")],
-                            isolate=sys.argv[2] == "1")
-        spec = {"allocation_id": "p.1", "slot_ids": [0],
-                "entrypoint": [sys.executable, "-c", "import time; time.sleep(1000)", sys.argv[3]]}
+        wd, isolate, entrypoint = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+        rt = ProcessRuntime(wd, agent_id="p", slots=[Slot(0, "cpu", "cpu")], isolate=isolate)
+        spec = {"allocation_id": "p.1", "slot_ids": [0], "entrypoint": entrypoint}
         pid = await rt.start(spec, lambda *a: None, lambda *a: None)
         print("READY", pid, flush=True)
         await asyncio.sleep(1000)
@@ -196,25 +203,52 @@ PARENT = textwrap.dedent("""
     asyncio.run(main())
 """)
 
+#: A Python script starts warm (forked by the launcher); ``-c`` starts cold (an interpreter,
+#: inside ``unshare`` when isolated). Each way has its own chain of parent-death signals.
+WARM_TASK = "import sys, time\nheld = open(sys.argv[1], 'w')\ntime.sleep(1000)\n"
 
-def test_task_dies_with_the_agent_process(tmp_path, isolate: bool) -> None:
-    marker = f"det-agent-test-{uuid.uuid4().hex}"
+#: How many times each case kills its agent right after the task started (where the races
+#: are): CI runs a few, ``DET_TEST_AGENT_DEATH_REPEAT=200`` the full count.
+DEATH_REPEAT = int(os.environ.get("DET_TEST_AGENT_DEATH_REPEAT", "3"))
+
+
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_task_dies_with_the_agent_process(tmp_path, isolate: bool, start: str) -> None:
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
+    (tmp_path / "task.py").write_text(WARM_TASK)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    parent = subprocess.Popen(
-        [PY, str(script), str(tmp_path / "wd"), "1" if isolate else "0", marker],
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    try:
-        assert parent.stdout is not None
-        assert parent.stdout.readline().startswith(b"READY")
-        assert processes_with(marker), "the task should be running"
-        parent.kill()
-        parent.wait()
-        assert asyncio.run(wait_gone(marker, timeout=2.0)) == []
-    finally:
-        parent.kill()
-        for pid in processes_with(marker):
-            os.kill(pid, signal.SIGKILL)
+    find = processes_with if start == "cold" else processes_holding
+    survived = []
+    for attempt in range(DEATH_REPEAT):
+        marker = f"det-agent-test-{uuid.uuid4().hex}"
+        if start == "cold":
+            entry = [PY, "-c", "import time; time.sleep(1000)", marker]
+        else:
+            entry = [PY, str(tmp_path / "task.py"), str(tmp_path / marker)]
+        parent = subprocess.Popen(
+            [PY, str(script), str(tmp_path / "wd"), "1" if isolate else "0", *entry],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            assert parent.stdout is not None
+            assert parent.stdout.readline().startswith(b"READY")
+            if attempt == 0:  # later attempts kill it sooner, while it may still be starting
+                asyncio.run(_wait_present(marker, find))
+            parent.kill()
+            parent.wait()
+            if left := asyncio.run(wait_gone(marker, timeout=2.0, find=find)):
+                survived.append((attempt, left))
+        finally:
+            parent.kill()
+            for pid in find(marker):
+                os.kill(pid, signal.SIGKILL)
+    assert survived == [], f"tasks outlived their agent in {len(survived)} of {DEATH_REPEAT}"
+
+
+async def _wait_present(marker: str, find, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not find(marker):
+        assert time.monotonic() < deadline, "the task should be running"
+        await asyncio.sleep(0.02)

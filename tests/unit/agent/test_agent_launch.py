@@ -6,11 +6,13 @@ import base64
 import io
 import json
 import os
+import shutil
+import subprocess
 import tarfile
 
 import pytest
 
-from det_agent.runtime._launch import build_env, entrypoint_argv, isolated_argv
+from det_agent.runtime._launch import build_env, entrypoint_argv, isolated_argv, open_parent_lock
 from det_agent.runtime._taskdir import (
     LaunchError,
     extract_context,
@@ -116,6 +118,34 @@ def test_isolated_argv_mounts_then_execs_in_work_dir() -> None:
         "cd '/t/work dir'",
         "exec python3 'it'\"'\"'s.py'",
     ]
+
+
+def _preamble_outcome(tmp_path, *, parent_alive: bool) -> tuple[int, str]:
+    """Run the parent-lock lines of an isolated preamble with the lock as stdin, the way
+    ``unshare`` passes it; ``parent_alive``: another open file of ours keeps holding it."""
+    lock = str(tmp_path / "parent.lock")
+    script = isolated_argv(
+        [], ["true"], run_dir="/r", work_dir="/w", mounts=[], parent_lock=lock
+    )[2].splitlines()
+    assert script[:2] == ["set -e", "exec </dev/null"]
+    check = "\n".join([*script[:3], "echo through"])
+    fd = open_parent_lock(lock)
+    assert fd is not None
+    holder = os.dup(fd) if parent_alive else None  # the same open file, as unshare's stdin is
+    try:
+        proc = subprocess.Popen(["sh", "-c", check], stdin=fd, stdout=subprocess.PIPE, text=True)
+        os.close(fd)  # as the agent does once the task is spawned
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if holder is not None:
+            os.close(holder)
+    return proc.returncode, out
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) (util-linux) is not installed")
+def test_isolated_preamble_leaves_when_its_parent_is_gone(tmp_path) -> None:
+    assert _preamble_outcome(tmp_path, parent_alive=True) == (0, "through\n")
+    assert _preamble_outcome(tmp_path, parent_alive=False) == (137, "")
 
 
 def test_task_dir_and_info_files(tmp_path) -> None:
