@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,10 +271,14 @@ class AgentRM:
 
     def decide(self, snap: scheduler.Snapshot) -> scheduler.Decisions:
         """Each pool's policy on its own part of the snapshot."""
-        parts: dict[str, tuple[list, list, list]] = {}
-        for i, items in enumerate((snap.pending, snap.agents, snap.running)):
-            for item in items:
-                parts.setdefault(item.pool, ([], [], []))[i].append(item)
+        pools = snap.pools()
+        parts: dict[str, tuple[Sequence, Sequence, Sequence]] = {}
+        if len(pools) == 1:  # the usual cluster: nothing to split
+            parts[pools[0]] = (snap.pending, snap.agents, snap.running)
+        else:
+            for i, items in enumerate((snap.pending, snap.agents, snap.running)):
+                for item in items:
+                    parts.setdefault(item.pool, ([], [], []))[i].append(item)  # type: ignore[union-attr]
         assignments: dict[str, tuple[scheduler.Placement, ...]] = {}
         preemptions: list[str] = []
         for pool, (pending, agents, running) in sorted(parts.items()):

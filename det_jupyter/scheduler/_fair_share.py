@@ -101,9 +101,22 @@ def schedule_fair_share(
     del now
     return run_pools(
         snapshot, fitting=fitting, span=span_agents, order=submission_key,
-        slots_pass=lambda state, queue: _schedule_slots(
-            state, [r for r in queue if state.feasible(r)], preemption),
+        slots_pass=lambda state, queue: _schedule_slots(state, _feasible(state, queue), preemption),
     )
+
+
+def _feasible(state: PoolState, queue: list[Request]) -> list[Request]:
+    """The requests the pool could ever run (asked once per size: a queue has few)."""
+    known: dict[tuple[int, int | None], bool] = {}
+    out = []
+    for req in queue:
+        key = (req.slots, req.max_slots)
+        ok = known.get(key)
+        if ok is None:
+            ok = known[key] = state.feasible(req)
+        if ok:
+            out.append(req)
+    return out
 
 
 @dataclass
@@ -164,8 +177,10 @@ def _jobs(state: PoolState, pending: Sequence[Request]) -> dict[str, _Job]:
         info = jobs.get(job)
         if info is None:
             info = jobs[job] = _Job()
-        if job not in first or (req.submitted_at, req.allocation_id) < first[job]:
-            first[job] = (req.submitted_at, req.allocation_id)
+        if not info.pending:  # the job's earliest pending request (they come in order)
+            key = (req.submitted_at, req.allocation_id)
+            if job not in first or key < first[job]:
+                first[job] = key
         info.weight = req.weight
         info.pending.append(req)
         info.max_slots = req.max_slots
@@ -194,6 +209,8 @@ def _schedule_slots(state: PoolState, pending: list[Request], preemption: bool) 
     for job in _least_served(state, shares, by_job):
         lacking = shares[job] - _held(state, job)
         for req in by_job[job]:
+            if lacking <= 0:
+                break  # every request here wants a slot or more
             if req.slots > lacking or not state.under_max(req):
                 continue
             if state.place(req) or (
@@ -204,6 +221,8 @@ def _schedule_slots(state: PoolState, pending: list[Request], preemption: bool) 
                 done.add(req.allocation_id)
     for job in _least_served(state, shares, by_job):
         for req in by_job[job]:
+            if not state.free_total:
+                return  # nothing more can be placed without preempting, which this step never does
             if req.allocation_id not in done and state.under_max(req):
                 state.place(req)
 

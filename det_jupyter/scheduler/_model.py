@@ -6,7 +6,8 @@ after the first version all have defaults: the master built before issue 5 keeps
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -147,14 +148,13 @@ class Decisions:
     preemptions: tuple[str, ...] = ()
 
 
-def queue_key(item: Request | Running) -> tuple[int, float, str]:
-    """Queue order: lower priority number first, then earlier submission, then id."""
-    return (item.priority, item.submitted_at, item.allocation_id)
+#: Queue order: lower priority number first, then earlier submission, then id. (attrgetter,
+#: not a function: a pass sorts thousands of requests by it.)
+queue_key: Callable[[Request | Running], tuple[int, float, str]] = operator.attrgetter(
+    "priority", "submitted_at", "allocation_id")
 
-
-def submission_key(req: Request) -> tuple[float, str]:
-    """Submission order (fair share, round robin): earlier first, then id."""
-    return (req.submitted_at, req.allocation_id)
+#: Submission order (fair share, round robin): earlier first, then id.
+submission_key: Callable[[Request], tuple[float, str]] = operator.attrgetter("submitted_at", "allocation_id")
 
 
 def _check_share(allocation_id: str, slots: int, weight: float) -> None:

@@ -235,9 +235,11 @@ def run_pools(
     check_fitting(fitting)
     assignments: dict[str, tuple[Placement, ...]] = {}
     preemptions: list[str] = []
-    for pool in snapshot.pools():
+    pools = snapshot.pools()
+    for pool in pools:
         state = PoolState(pool, snapshot, fitting=fitting, span=span)
-        pending = sorted((r for r in snapshot.pending if r.pool == pool), key=order)
+        mine = snapshot.pending if len(pools) == 1 else [r for r in snapshot.pending if r.pool == pool]
+        pending = sorted(mine, key=order)
         for req in pending:
             if req.slots == 0:
                 state.place(req)
