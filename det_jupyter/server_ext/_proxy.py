@@ -122,6 +122,21 @@ def bad_path(raw_path: str) -> bool:
     return any(seg in (".", "..") for seg in path.replace("\\", "/").split("/"))
 
 
+def request_user(master: Any, task_id: str, authorization: str, ticket: str | None) -> User | None:
+    """Who a proxied request comes from: its bearer det token, else the task's ticket (a
+    ``det_ticket`` link or the proxy's cookie); None when neither names a user. Both of the
+    proxy's paths ask this, so they let in the same people."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        try:
+            return master.auth.user_for_token(token.strip())  # type: ignore[no-any-return]
+        except DetError:
+            return None
+    if ticket:
+        return master.notebooks.user_for_ticket(task_id, ticket)  # type: ignore[no-any-return]
+    return None
+
+
 class ProxyHandler(websocket.WebSocketHandler):
     """HTTP verbs are forwarded as they are; a GET asking for a websocket upgrade is bridged
     to a websocket of the notebook's. Who gets in: the task's owner (or an admin) holding
@@ -144,17 +159,8 @@ class ProxyHandler(websocket.WebSocketHandler):
     # -- who ----------------------------------------------------------------------------
 
     def _user(self, task_id: str) -> User | None:
-        auth = self.request.headers.get("Authorization", "")
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            try:
-                return self.master.auth.user_for_token(token.strip())
-            except DetError:
-                return None
         ticket = self.get_query_argument(TICKET_PARAM, None) or self.get_cookie(COOKIE)
-        if ticket:
-            return self.master.notebooks.user_for_ticket(task_id, ticket)
-        return None
+        return request_user(self.master, task_id, self.request.headers.get("Authorization", ""), ticket)
 
     def _authorize(self, task_id: str) -> tuple[User, Any]:
         """The user and the notebook row; NotFound for anything short of the owner or admin."""

@@ -34,6 +34,7 @@ from ._proxy import (
     TICKET_PARAM,
     answer_headers,
     bad_path,
+    request_user,
     upstream_headers,
     upstream_request,
 )
@@ -112,13 +113,9 @@ class _Request(httputil.HTTPMessageDelegate):
         if not slash or not task_id:
             return None
         master = self._master()
-        scheme, _, token = headers.get("Authorization", "").partition(" ")
+        ticket = httputil.parse_cookie(headers.get("Cookie", "")).get(COOKIE)
         try:
-            if scheme.lower() == "bearer" and token.strip():
-                user = master.auth.user_for_token(token.strip())
-            else:
-                ticket = httputil.parse_cookie(headers.get("Cookie", "")).get(COOKIE)
-                user = master.notebooks.user_for_ticket(task_id, ticket) if ticket else None
+            user = request_user(master, task_id, headers.get("Authorization", ""), ticket)
             return master.notebooks.route(user, task_id) if user is not None else None
         except DetError:
             return None  # the application answers (its 404)
