@@ -50,6 +50,18 @@ class Target:
     owner_id: int
 
 
+@dataclass
+class _Idle:
+    """What the culler knows of one task: each moment None until it first happens."""
+
+    last_traffic: float = 0.0  # the proxy's last request to it
+    last_active: float | None = None  # when it was last seen or reported active
+    looked: float | None = None  # when the master last looked at its Jupyter server
+    reported: float = float("-inf")  # when the task last reported (report_idle)
+    previous: Activity | None = None  # what the last look saw
+    unanswered: bool = False  # its last look got no answer: never culled for it
+
+
 class NotebookService:
     def __init__(self, commands: CommandService, auth: Any, clock: Clock, secret: str,
                  *, gpu_busy: Callable[[str], bool] | None = None) -> None:
@@ -62,12 +74,7 @@ class NotebookService:
         self.ready: set[str] = set()
         # Ready tasks by id: the proxy's fast path (no database read per request).
         self.routes: dict[str, Target] = {}
-        self.last_traffic: dict[str, float] = {}
-        self._last_active: dict[str, float] = {}
-        self._previous: dict[str, Activity] = {}
-        self._looked: dict[str, float] = {}  # when the master last looked at a Jupyter server
-        self._reported: dict[str, float] = {}  # when the task last reported (report_idle)
-        self._unanswered: set[str] = set()  # its last look got no answer: never culled for it
+        self._idle: dict[str, _Idle] = {}  # by task id, until the task is dropped
         # Placed tasks not answering yet, by id (rows of the tick), and those with a probe out.
         self.starting: dict[str, Any] = {}
         self._probing: set[str] = set()
@@ -157,7 +164,13 @@ class NotebookService:
 
     def touched(self, task_id: str) -> None:
         """Traffic through the proxy: a notebook in use is not idle."""
-        self.last_traffic[task_id] = self._clock.now()
+        self._idle_of(task_id).last_traffic = self._clock.now()
+
+    def _idle_of(self, task_id: str) -> _Idle:
+        idle = self._idle.get(task_id)
+        if idle is None:
+            idle = self._idle[task_id] = _Idle()
+        return idle
 
     # -- background work (called from the master's tick) ------------------------------------
 
@@ -175,12 +188,19 @@ class NotebookService:
         self.watched = {r.task_id: r for r in rows
                         if r.task_id in self.ready and r.idle_timeout}
         due = [r for r in self.watched.values() if KINDS[r.task_type].jupyter_idle
-               and now - self._looked.get(r.task_id, now) >= self.idle_check_interval
-               and now - self._reported.get(r.task_id, -1e18) >= 2 * self.idle_check_interval]
+               and self._look_due(r.task_id, now)]
         if due:
             await asyncio.gather(*(self._look(r, now) for r in due))
         for row, why in self.sweep(self._clock.now()):
             self._cull(row, why)
+
+    def _look_due(self, task_id: str, now: float) -> bool:
+        """A look at a Jupyter server is due once per ``idle_check_interval`` (counted from
+        its readiness), unless the task itself reported within twice that."""
+        idle = self._idle.get(task_id) or _Idle()
+        looked = now if idle.looked is None else idle.looked
+        return (now - looked >= self.idle_check_interval
+                and now - idle.reported >= 2 * self.idle_check_interval)
 
     async def probe_starting(self) -> None:
         """Probe the placed tasks that do not answer yet (the tick's rows; no read here).
@@ -195,9 +215,10 @@ class NotebookService:
         looks, the tasks' own reports and the proxy's traffic recorded), no I/O."""
         out = []
         for task_id, row in self.watched.items():
-            if task_id in self._unanswered:
+            idle = self._idle.get(task_id) or _Idle()
+            if idle.unanswered:
                 continue  # not answering: not evidence of idleness
-            since = max(self._last_active.get(task_id, now), self.last_traffic.get(task_id, 0.0))
+            since = max(now if idle.last_active is None else idle.last_active, idle.last_traffic)
             timeout = row.idle_timeout
             if now - since < timeout:
                 continue
@@ -211,16 +232,15 @@ class NotebookService:
         notebook's idle checker): not idle counts as activity now. While a task reports, the
         master does not look at its Jupyter server itself."""
         now = self._clock.now()
-        self._reported[task_id] = now
-        self._unanswered.discard(task_id)
+        state = self._idle_of(task_id)
+        state.reported = now
+        state.unanswered = False
         if not idle:
-            self._last_active[task_id] = now
+            state.last_active = now
 
     def _forget(self, task_id: str) -> None:
-        self._unanswered.discard(task_id)
         self.watched.pop(task_id, None)
-        for d in (self.last_traffic, self._last_active, self._previous, self._looked, self._reported):
-            d.pop(task_id, None)
+        self._idle.pop(task_id, None)
 
     async def _probe(self, row: Any) -> None:
         path = KINDS[row.task_type].probe
@@ -235,29 +255,30 @@ class NotebookService:
             self.ready.add(row.task_id)
             self.routes[row.task_id] = Target(row.task_id, row.proxy_address, row.proxy_token,
                                               row.owner_id)
-            self._last_active[row.task_id] = self._looked[row.task_id] = self._clock.now()
+            idle = self._idle_of(row.task_id)
+            idle.last_active = idle.looked = self._clock.now()
             log.info("notebook %s is ready at %s", row.task_id, row.proxy_address)
 
     async def _look(self, row: Any, now: float) -> None:
         """One look at a notebook server's kernels, terminals, sessions and status."""
-        self._looked[row.task_id] = now
+        idle = self._idle_of(row.task_id)
+        idle.looked = now
         kernels, terminals, sessions, status = await asyncio.gather(
             _get_json(row, "api/kernels"), _get_json(row, "api/terminals"),
             _get_json(row, "api/sessions"), _get_json(row, "api/status"))
         if kernels is None or status is None:
-            self._unanswered.add(row.task_id)
+            idle.unanswered = True
             return
-        self._unanswered.discard(row.task_id)
+        idle.unanswered = False
         seen = Activity(
             kernels=len(kernels), busy_kernels=sum(k.get("execution_state") == "busy" for k in kernels),
             kernel_connections=sum(int(k.get("connections") or 0) for k in kernels),
             terminals=len(terminals or []), sessions=len(sessions or []),
             last_activity=_epoch(status.get("last_activity")))
         idle_type = row.idle_type or "kernels_or_terminals"
-        if is_active(idle_type, seen, self._previous.get(row.task_id),
-                     self._gpu_busy(row.allocation_id)):
-            self._last_active[row.task_id] = now
-        self._previous[row.task_id] = seen
+        if is_active(idle_type, seen, idle.previous, self._gpu_busy(row.allocation_id)):
+            idle.last_active = now
+        idle.previous = seen
 
     def _cull(self, row: Any, reason: str) -> None:
         log.info("%s %s %s", row.task_type.lower(), row.task_id, reason)

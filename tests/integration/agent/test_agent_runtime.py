@@ -238,7 +238,7 @@ def test_task_dies_with_the_agent_process(tmp_path, isolate: bool, start: str) -
                 asyncio.run(_wait_present(marker, find))
             parent.kill()
             parent.wait()
-            if left := asyncio.run(wait_gone(marker, timeout=2.0, find=find)):
+            if left := asyncio.run(wait_gone(marker, timeout=5.0, find=find)):
                 survived.append((attempt, left))
         finally:
             parent.kill()
