@@ -162,15 +162,15 @@ class ProxyHandler(websocket.WebSocketHandler):
         ticket = self.get_query_argument(TICKET_PARAM, None) or self.get_cookie(COOKIE)
         return request_user(self.master, task_id, self.request.headers.get("Authorization", ""), ticket)
 
-    def _authorize(self, task_id: str) -> tuple[User, Any]:
-        """The user and the notebook row; NotFound for anything short of the owner or admin."""
+    def _authorize(self, task_id: str) -> Any:
+        """The task's row; NotFound for anything short of its owner or an admin."""
         if bad_path(self.request.path):
             raise NotFound(_NOT_FOUND)
         user = self._user(task_id)
         if user is None:
             raise NotFound(_NOT_FOUND)
         try:
-            return user, self.master.notebooks.visible(user, task_id, None)
+            return self.master.notebooks.visible(user, task_id, None)
         except DetError:
             raise NotFound(_NOT_FOUND) from None
 
@@ -203,7 +203,7 @@ class ProxyHandler(websocket.WebSocketHandler):
         ticket = self.get_query_argument(TICKET_PARAM, None)
         if target is None or (ticket and self.request.method == "GET"):
             try:
-                user, row = self._authorize(task_id)
+                row = self._authorize(task_id)
             except NotFound:
                 self._not_found()
                 return
@@ -216,7 +216,7 @@ class ProxyHandler(websocket.WebSocketHandler):
                          if k != TICKET_PARAM]
                 self.redirect(self.request.path + (f"?{urlencode(query)}" if query else ""))
                 return
-            target = self.master.notebooks.target(user, task_id)
+            target = self.master.notebooks.target_of(row)
             if target is None:
                 self._waiting(row)
                 return
@@ -303,11 +303,11 @@ class ProxyHandler(websocket.WebSocketHandler):
 
     async def _open_websocket(self, task_id: str, path: str) -> None:
         try:
-            user, _ = self._authorize(task_id)
+            row = self._authorize(task_id)
         except NotFound:
             self._not_found()
             return
-        target = self.master.notebooks.target(user, task_id)
+        target = self.master.notebooks.target_of(row)
         if target is None:
             self.set_status(503)
             self.finish(json.dumps({"message": "the notebook is not running yet", "code": 503}))

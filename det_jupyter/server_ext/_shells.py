@@ -137,7 +137,7 @@ class ShellTunnelHandler(websocket.WebSocketHandler):
         try:
             if user is None:
                 raise NotFound("no user")
-            self.master.notebooks.visible(user, task_id, KIND)
+            row = self.master.notebooks.visible(user, task_id, KIND)
         except DetError:
             self._refuse(404, f"shell {task_id} not found; det shell list shows yours")
             return
@@ -145,7 +145,7 @@ class ShellTunnelHandler(websocket.WebSocketHandler):
             self._refuse(400, f"shell {task_id} speaks SSH over a websocket: det shell open "
                               f"{task_id}")
             return
-        target = self.master.notebooks.target(user, task_id)
+        target = self.master.notebooks.target_of(row)
         if target is None:
             self._refuse(503, f"shell {task_id} is not running yet (det shell list shows its state)")
             return

@@ -140,15 +140,15 @@ class NotebookService:
         self.routes.pop(task_id, None)
         self._forget(task_id)
 
-    def target(self, user: User, task_id: str) -> Target | None:
-        """Where to proxy ``user``'s request (None: not running or not answering yet)."""
-        route = self.route(user, task_id)
+    def target_of(self, row: Any) -> Target | None:
+        """Where to proxy requests to a task the caller may reach (``row``: what
+        :meth:`visible` gave it); None while it is not running or not answering yet."""
+        route = self.routes.get(row.task_id)
         if route is not None:
             return route
-        row = self.visible(user, task_id, None)
-        if row.alloc_state != "RUNNING" or not row.proxy_address or task_id not in self.ready:
+        if row.alloc_state != "RUNNING" or not row.proxy_address or row.task_id not in self.ready:
             return None
-        return Target(task_id, row.proxy_address, row.proxy_token, row.owner_id)
+        return Target(row.task_id, row.proxy_address, row.proxy_token, row.owner_id)
 
     def waiting(self, row: Any, queue_reason: Callable[[str], str | None]) -> str:
         """A sentence for the waiting page: why the notebook is not reachable yet."""
