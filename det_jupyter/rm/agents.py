@@ -272,13 +272,13 @@ class AgentRM:
     def decide(self, snap: scheduler.Snapshot) -> scheduler.Decisions:
         """Each pool's policy on its own part of the snapshot."""
         pools = snap.pools()
-        parts: dict[str, tuple[Sequence, Sequence, Sequence]] = {}
+        parts: dict[str, tuple[Sequence, Sequence, Sequence]] = {}  # pending, agents, running
         if len(pools) == 1:  # the usual cluster: nothing to split
             parts[pools[0]] = (snap.pending, snap.agents, snap.running)
         else:
             for i, items in enumerate((snap.pending, snap.agents, snap.running)):
                 for item in items:
-                    parts.setdefault(item.pool, ([], [], []))[i].append(item)  # type: ignore[union-attr]
+                    parts.setdefault(item.pool, ([], [], []))[i].append(item)
         assignments: dict[str, tuple[scheduler.Placement, ...]] = {}
         preemptions: list[str] = []
         for pool, (pending, agents, running) in sorted(parts.items()):

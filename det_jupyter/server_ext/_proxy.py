@@ -129,11 +129,11 @@ def request_user(master: Any, task_id: str, authorization: str, ticket: str | No
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         try:
-            return master.auth.user_for_token(token.strip())  # type: ignore[no-any-return]
+            return master.auth.user_for_token(token.strip())
         except DetError:
             return None
     if ticket:
-        return master.notebooks.user_for_ticket(task_id, ticket)  # type: ignore[no-any-return]
+        return master.notebooks.user_for_ticket(task_id, ticket)
     return None
 
 

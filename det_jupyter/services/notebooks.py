@@ -52,7 +52,8 @@ class Target:
 
 @dataclass
 class _Idle:
-    """What the culler knows of one task: each moment None until it first happens."""
+    """What the culler knows of one task (a moment not seen yet is None, or a time that
+    never counts)."""
 
     last_traffic: float = 0.0  # the proxy's last request to it
     last_active: float | None = None  # when it was last seen or reported active
