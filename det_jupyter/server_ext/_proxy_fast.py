@@ -11,10 +11,10 @@ connection; anything else (a websocket upgrade, a ``det_ticket`` link, no creden
 foreign one, a task that is not ready, a forged path, a notebook that does not answer) goes
 to the application, unchanged, so every refusal and waiting page is the application's.
 
-The checks are the application's fast path's (``ProxyHandler._proxy``): the user from a det
-session token or this task's ticket, then ``NotebookService.route`` (its owner or an admin);
-the upstream request and the answer's headers are made by the same helpers
-(``upstream_request``, ``upstream_headers``, ``answer_headers``).
+The checks are the application's fast path's (``ProxyHandler._proxy``): ``request_user``, then
+``NotebookService.route`` (its owner or an admin); the upstream request and the answer's
+headers are made by the same helpers (``upstream_request``, ``upstream_headers``,
+``answer_headers``).
 """
 
 from __future__ import annotations

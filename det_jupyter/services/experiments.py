@@ -234,7 +234,7 @@ class ExperimentService:
 
     def _start_searcher(self, conn: sa.Connection, exp_id: int) -> None:
         conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_started=True))
-        self._apply(conn, exp_id, [SearcherEvent("start")])
+        self._feed(conn, {exp_id: [SearcherEvent("start")]})
 
     def searcher_event(self, exp_id: int, event: SearcherEvent) -> None:
         """Feed one event to the experiment's searcher and apply what it decides, atomically."""
@@ -257,7 +257,7 @@ class ExperimentService:
         shutdown = True
         try:
             with self._engine.begin() as conn:
-                shutdown = self._apply(conn, exp_id, events)
+                shutdown = self._feed(conn, {exp_id: events})[exp_id]
         except Exception as exc:
             self._log.forget(exp_id)  # its in-memory state may be ahead of the rolled-back DB
             self.trials.discard_deferred()
@@ -285,9 +285,7 @@ class ExperimentService:
             with self._engine.begin() as conn:
                 states = dict(conn.execute(sa.select(t.experiments.c.id, t.experiments.c.state)
                                            .where(t.experiments.c.id.in_(list(groups)))).all())
-                shutdown = {exp_id: self._apply(conn, exp_id, events, states[exp_id], save=False)
-                            for exp_id, events in groups.items() if events}
-                self._log.save_many(conn, list(shutdown.items()))  # every group's log: one statement
+                shutdown = self._feed(conn, groups, states)
         except Exception:
             for exp_id in groups:
                 self._log.forget(exp_id)  # their in-memory states may be ahead of the database
@@ -323,12 +321,21 @@ class ExperimentService:
         if first is not None:
             raise first
 
+    def _feed(self, conn: sa.Connection, groups: dict[int, list[SearcherEvent]],
+              states: dict[int, str] | None = None) -> dict[int, bool]:
+        """Feed each experiment's events (``_apply``), then save every searcher's log in one
+        statement (a snapshot instead where it shut down or one is due); whether each shut
+        down. ``states``: the experiments', if the caller read them in this transaction."""
+        shutdown = {exp_id: self._apply(conn, exp_id, events, (states or {}).get(exp_id))
+                    for exp_id, events in groups.items() if events}
+        self._log.save_many(conn, list(shutdown.items()))
+        return shutdown
+
     def _apply(self, conn: sa.Connection, exp_id: int, events: list[SearcherEvent],
-               state: str | None = None, *, save: bool = True) -> bool:
+               state: str | None = None) -> bool:
         """Feed events and carry out their actions (and those of the trial_created events they
-        cause); returns whether the searcher shut down. ``state``: the experiment's, if the
-        caller read it in this transaction; ``save``: False when the caller saves the log
-        (``SearcherLog.save_many``, forced when it shut down)."""
+        cause); returns whether the searcher shut down (the caller saves the log: ``_feed``).
+        ``state``: the experiment's, if the caller read it in this transaction."""
         exp = self._exp_row(conn, exp_id, state)
         shutdown = False
         for event in events:
@@ -337,8 +344,6 @@ class ExperimentService:
                 exp = self._exp_row(conn, exp_id)  # a failed search's Shutdown changed its state
         if shutdown:
             conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_shutdown=True))
-        if save:
-            self._log.save(conn, exp_id, force=shutdown)
         return shutdown
 
     def _exp_row(self, conn: sa.Connection, exp_id: int, state: str | None = None) -> Any:
