@@ -9,9 +9,13 @@ from ..errors import Conflict
 #: Each gang gets a block of four ports from here, unique among live allocations: the torch
 #: rendezvous port on its chief, the harness collectives' port, and the stock harness's two
 #: ZMQ ports (DET_RENDEZVOUS_PORT, DET_COLLECTIVE_PORT, INTER_TRAIN_PROCESS_COMM_PORT_1/2).
+#: The blocks end below 32768, where Linux's ephemeral range starts by default
+#: (net.ipv4.ip_local_port_range): a port in that range can be any outgoing connection's local
+#: port at the moment the gang binds it, and the trial then fails with EADDRINUSE.
 PORT_BASE = 29400
 PORT_BLOCK = 4
-PORT_BLOCKS = 1000
+EPHEMERAL_START = 32768
+PORT_BLOCKS = (EPHEMERAL_START - PORT_BASE) // PORT_BLOCK
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from det_jupyter.services._gang import Container, Gang, free_port
+from det_jupyter.services._gang import (
+    PORT_BASE,
+    PORT_BLOCK,
+    PORT_BLOCKS,
+    Container,
+    Gang,
+    free_port,
+)
 from det_jupyter.services._task_spec import gang_env, master_env, task_env, trial_spec
 
 IDENT = SimpleNamespace(url="http://10.0.0.9:8080", master_id="m-1", cluster_id="c-1")
@@ -50,3 +57,11 @@ def test_trial_spec_per_container() -> None:
 def test_port_blocks_skip_those_in_use() -> None:
     assert free_port(set()) == 29400
     assert free_port({29400, 29404}) == 29408
+
+
+def test_port_blocks_stay_below_the_ephemeral_range() -> None:
+    """An outgoing connection can hold a port from 32768 up at any moment (Linux's default
+    ip_local_port_range): a gang bound there failed a CI run with EADDRINUSE."""
+    ports = {free_port(set(), block) for block in range(PORT_BLOCKS + 5)}
+    assert len(ports) == PORT_BLOCKS
+    assert min(ports) == PORT_BASE and max(ports) + PORT_BLOCK - 1 < 32768
