@@ -78,7 +78,6 @@ class CheckpointGC:
         self._reader = reader(engine)
         self._cond = threading.Condition()
         self._experiments: list[int] = []
-        self._trials: list[int] = []
         self._dirs: list[Path] = []
         self._busy = False
         self._stopping = False
@@ -87,12 +86,8 @@ class CheckpointGC:
     # -- the worker -------------------------------------------------------------------------
 
     def schedule(self, experiment_id: int) -> None:
-        """Collect the experiment's checkpoints soon (an experiment ended)."""
+        """Collect the experiment's checkpoints soon (it or one of its trials ended)."""
         self._enqueue(lambda: self._experiments.append(experiment_id))
-
-    def trial_ended(self, trial_id: int) -> None:
-        """Collect the checkpoints of the trial's experiment soon (a trial ended)."""
-        self._enqueue(lambda: self._trials.append(trial_id))
 
     def _enqueue(self, add: Any) -> None:
         with self._cond:
@@ -108,14 +103,13 @@ class CheckpointGC:
         """Wait until nothing is queued or running; whether that happened in time."""
         with self._cond:
             return self._cond.wait_for(
-                lambda: not (self._busy or self._experiments or self._trials or self._dirs), timeout)
+                lambda: not (self._busy or self._experiments or self._dirs), timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish queued file removals (no new collections), then end the worker."""
         with self._cond:
             self._stopping = True
             self._experiments.clear()
-            self._trials.clear()
             self._cond.notify_all()
             thread = self._thread
         if thread is not None:
@@ -124,15 +118,14 @@ class CheckpointGC:
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._stopping or self._experiments or self._trials or self._dirs)
+                self._cond.wait_for(lambda: self._stopping or self._experiments or self._dirs)
                 if self._stopping and not self._dirs:
                     return
-                trials, self._trials = self._trials, []
                 exps, self._experiments = self._experiments, []
                 dirs, self._dirs = self._dirs, []
                 self._busy = True
             try:
-                for exp_id in dict.fromkeys(exps + self._experiments_of(trials)):
+                for exp_id in dict.fromkeys(exps):  # each once, however many of its trials ended
                     try:
                         self.collect(exp_id)
                     except Exception:
@@ -146,19 +139,19 @@ class CheckpointGC:
                     self._busy = False
                     self._cond.notify_all()
 
-    def _experiments_of(self, trial_ids: list[int]) -> list[int]:
-        if not trial_ids:
-            return []
-        with self._reader.connect() as conn:
-            return list(conn.execute(sa.select(t.trials.c.experiment_id).distinct()
-                                     .where(t.trials.c.id.in_(trial_ids))).scalars())
-
     # -- garbage collection ---------------------------------------------------------------
 
     def collect(self, experiment_id: int) -> list[str]:
         """Apply the experiment's policy now (on the calling thread); the uuids deleted."""
         ck, tr = t.checkpoints.c, t.trials.c
         with self._reader.connect() as conn:
+            # Its collectable checkpoints first (indexed by experiment): where there are none
+            # (yet), the trial end costs this one read, not a read of all the experiment's trials.
+            rows = conn.execute(sa.select(ck.uuid, ck.trial_id, ck.steps_completed, ck.state).where(
+                ck.experiment_id == experiment_id, ck.state.in_(COLLECTABLE),
+                ck.trial_id.is_not(None))).all()
+            if not rows:
+                return []
             config = conn.execute(sa.select(t.experiments.c.config)
                                   .where(t.experiments.c.id == experiment_id)).scalar()
             if config is None:
@@ -166,11 +159,6 @@ class CheckpointGC:
             trials = [TrialFacts(r.id, r.state not in _TERMINAL, r.latest_checkpoint)
                       for r in conn.execute(sa.select(tr.id, tr.state, tr.latest_checkpoint)
                                             .where(tr.experiment_id == experiment_id))]
-            rows = conn.execute(sa.select(ck.uuid, ck.trial_id, ck.steps_completed, ck.state).where(
-                ck.experiment_id == experiment_id, ck.state.in_(COLLECTABLE),
-                ck.trial_id.is_not(None))).all()
-            if not rows:
-                return []
             metric_name = (config.get("searcher") or {}).get("metric")
             metrics: dict[tuple[int, int], float] = {}
             for m in conn.execute(sa.select(t.metrics.c.trial_id, t.metrics.c.steps_completed,

@@ -108,7 +108,7 @@ class Master:
         self.experiments.trials = self.trials
         self.trials.experiments = self.experiments
         self.checkpoint_gc = CheckpointGC(self.engine)  # trials' and experiments' ends collect
-        self.trials.on_trial_end = self.checkpoint_gc.trial_ended
+        self.trials.on_trial_end = self.checkpoint_gc.schedule
         self.experiments.on_finished = self.checkpoint_gc.schedule
         self.searcher_batch = SearcherBatcher(self.experiments.searcher_events_many)
         self.trials.searcher_batch = self.searcher_batch  # trial exits join the same groups

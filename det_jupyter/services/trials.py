@@ -84,7 +84,7 @@ class TrialService:
         self.experiments: Any = None  # ExperimentService, wired by the Master
         self.searcher_batch: Any = None  # SearcherBatcher, wired by the Master
         self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
-        self.on_trial_end: Callable[[int], None] = lambda _tid: None  # after its end commits: GC
+        self.on_trial_end: Callable[[int], None] = lambda _exp_id: None  # after its end commits: GC
 
     # -- effects that must wait for the caller's transaction to commit ------------------
 
@@ -181,7 +181,7 @@ class TrialService:
             state = State(trial.state)
             if state not in STOPPING:
                 return
-            self._end(conn, trial_id, STOPPING_END[state])
+            self._end(conn, trial, STOPPING_END[state])
         if state == State.STOPPING_COMPLETED:
             self.experiments.searcher_event(trial.experiment_id, SearcherEvent("trial_closed", trial.request_id))
         self.experiments.maybe_finish(trial.experiment_id)
@@ -222,14 +222,16 @@ class TrialService:
                 self._stop_allocation_later(conn, trial.id, graceful=graceful)
         self.flush()
 
-    def _end(self, conn: sa.Connection, trial_id: int, state: State, ends: list[dict] | None = None) -> None:
-        """End the trial in ``state``: now, or added to ``ends`` for the caller to write."""
-        params = {"trial_id": trial_id, "state": state.value, "end_time": self._clock.now()}
+    def _end(self, conn: sa.Connection, trial: Any, state: State, ends: list[dict] | None = None) -> None:
+        """End the trial (its row) in ``state``: now, or added to ``ends`` for the caller to
+        write."""
+        params = {"trial_id": trial.id, "state": state.value, "end_time": self._clock.now()}
         if ends is None:
             conn.execute(_END, params)
         else:
             ends.append(params)
-        self._deferred.append(lambda: self.on_trial_end(trial_id))
+        exp_id = trial.experiment_id
+        self._deferred.append(lambda: self.on_trial_end(exp_id))
 
     # -- running ------------------------------------------------------------------------
 
@@ -324,7 +326,7 @@ class TrialService:
         state = State(trial.state)
         rid = trial.request_id
         if state in STOPPING:
-            self._end(conn, trial.id, STOPPING_END[state], ends)
+            self._end(conn, trial, STOPPING_END[state], ends)
             if state == State.STOPPING_COMPLETED:
                 searcher_events.append(SearcherEvent("trial_closed", rid))
         elif state == State.ACTIVE:
@@ -333,7 +335,7 @@ class TrialService:
             elif exit_code is None or (exit_code == 0 and alloc.acked_preemption):
                 self._request(conn, trial.id, config)
             elif exit_code == 0:
-                self._end(conn, trial.id, State.COMPLETED, ends)
+                self._end(conn, trial, State.COMPLETED, ends)
                 if trial.early_exit:
                     why = (search.ExitedReason.INVALID_HP if "INVALID_HP" in trial.early_exit
                            else search.ExitedReason.USER_CANCELED)
@@ -343,7 +345,7 @@ class TrialService:
                 restarts = trial.restarts + 1
                 conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(restarts=restarts))
                 if restarts > int(config.get("max_restarts", 5)):
-                    self._end(conn, trial.id, State.ERROR, ends)
+                    self._end(conn, trial, State.ERROR, ends)
                     searcher_events.append(
                         SearcherEvent("trial_exited_early", rid, reason=search.ExitedReason.ERRORED.value))
                     searcher_events.append(SearcherEvent("trial_closed", rid))
