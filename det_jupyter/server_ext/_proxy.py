@@ -19,13 +19,14 @@ says why, and refreshes itself, instead of a hang.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import logging
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
 
-import aiohttp
 from tornado import httpclient, httputil, web, websocket
 
 from ..errors import DetError, NotFound
@@ -33,6 +34,7 @@ from ..services import jobs
 from ..services.auth import User
 from ..services.authz import Perm
 from ..services.notebooks import Target
+from ._upstream import Upstream
 
 log = logging.getLogger("det_jupyter.proxy")
 
@@ -42,73 +44,50 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
               "trailer", "transfer-encoding", "upgrade", "host", "content-length",
               "authorization", "cookie", "sec-websocket-key", "sec-websocket-version",
               "sec-websocket-extensions", "sec-websocket-protocol", "origin"}
-RESPONSE_SKIP = {"connection", "keep-alive", "transfer-encoding", "content-length",
-                 "content-encoding", "set-cookie", "server", "date"}
+RESPONSE_SKIP = {"connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"}
 _NOT_FOUND = "notebook not found; det notebook list shows yours"
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 
-_SESSIONS: dict[int, aiohttp.ClientSession] = {}
+_UPSTREAMS: dict[int, Upstream] = {}
 
 
-def upstream_session() -> aiohttp.ClientSession:
-    """One pooled client per event loop: upstream connections are kept alive and reused, so a
-    proxied request costs about one localhost hop."""
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    session = _SESSIONS.get(id(loop))
-    if session is None or session.closed:
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=30, ttl_dns_cache=None),
-            auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
-            skip_auto_headers=("User-Agent", "Accept-Encoding"))
-        _SESSIONS[id(loop)] = session
-    return session
+def upstream() -> Upstream:
+    """The pooled upstream client of the running event loop: connections to each notebook are
+    kept alive and reused, so a proxied request costs about one localhost hop."""
+    loop = id(asyncio.get_running_loop())
+    client = _UPSTREAMS.get(loop)
+    if client is None:
+        client = _UPSTREAMS[loop] = Upstream()
+    return client
 
 
-async def close_upstream_sessions() -> None:
-    """Close the pooled upstream clients (at shutdown: no unclosed-session warnings)."""
-    sessions = list(_SESSIONS.values())
-    _SESSIONS.clear()
-    for session in sessions:
-        await session.close()
+def close_upstreams() -> None:
+    """Close the pooled upstream connections (at shutdown)."""
+    clients = list(_UPSTREAMS.values())
+    _UPSTREAMS.clear()
+    for client in clients:
+        client.close()
 
 
-#: How long an upstream may take: to connect, and between two reads of its answer.
-_UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=300)
-
-
-def upstream_request(method: str, url: str, headers: dict[str, str], body: bytes | None) -> Any:
-    """The request to a notebook over the pooled client, as an ``async with`` context: no
-    redirects followed, the body passed on as it comes (no decompression)."""
-    return upstream_session().request(method, url, headers=headers, data=body, allow_redirects=False,
-                                      auto_decompress=False, timeout=_UPSTREAM_TIMEOUT)
-
-
-def upstream_headers(headers: httputil.HTTPHeaders, protocol: str, target: Target) -> dict[str, str]:
+def upstream_headers(headers: httputil.HTTPHeaders, protocol: str, target: Target) -> list[tuple[str, str]]:
     """A request's headers as the notebook gets them: hop-by-hop headers and the user's
     credentials dropped (the proxy's cookie too, the others kept), the notebook's own token."""
-    out = {k: v for k, v in headers.get_all() if k.lower() not in HOP_BY_HOP}
+    out = [(k, v) for k, v in headers.get_all() if k.lower() not in HOP_BY_HOP]
     cookies = [f"{name}={value}" for name, value in httputil.parse_cookie(headers.get("Cookie", "")).items()
                if name != COOKIE]
     if cookies:
-        out["Cookie"] = "; ".join(cookies)
-    out["Authorization"] = f"token {target.token}"
-    out["X-Forwarded-Proto"] = protocol
+        out.append(("Cookie", "; ".join(cookies)))
+    out += [("Authorization", f"token {target.token}"), ("X-Forwarded-Proto", protocol)]
     return out
 
 
-def answer_headers(resp: aiohttp.ClientResponse, *, keep_length: bool) -> list[tuple[str, str]]:
+def answer_headers(headers: Iterable[tuple[str, str]], *, keep_length: bool) -> list[tuple[str, str]]:
     """The notebook's answer's headers to pass on: framing and server headers dropped, every
     Set-Cookie and the Content-Encoding kept; the Content-Length too with ``keep_length``
     (the body is streamed as it came, not framed again)."""
-    out = [(name, value) for name, value in resp.headers.items() if name.lower() not in RESPONSE_SKIP]
-    out += [("Set-Cookie", value) for value in resp.headers.getall("Set-Cookie", [])]
-    for name in ("Content-Encoding", "Content-Length") if keep_length else ("Content-Encoding",):
-        if resp.headers.get(name):
-            out.append((name, resp.headers[name]))
-    return out
+    return [(name, value) for name, value in headers if name.lower() not in RESPONSE_SKIP
+            or (keep_length and name.lower() == "content-length")]
 
 
 def bad_path(raw_path: str) -> bool:
@@ -174,16 +153,16 @@ class ProxyHandler(websocket.WebSocketHandler):
         except DetError:
             raise NotFound(_NOT_FOUND) from None
 
-    def _upstream_url(self, target: Target, scheme: str) -> str:
+    def _upstream_path(self, target: Target) -> str:
+        """The path and query the notebook gets: the request's, less a ``det_ticket``."""
         prefix = f"/proxy/{target.task_id}/"
         raw = self.request.path
         rest = raw[len(prefix):] if raw.startswith(prefix) else ""
         query = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True)
                  if k != TICKET_PARAM]
-        url = f"{scheme}://{target.address}{prefix}{rest}"
-        return f"{url}?{urlencode(query)}" if query else url
+        return f"{prefix}{rest}?{urlencode(query)}" if query else f"{prefix}{rest}"
 
-    def _upstream_headers(self, target: Target) -> dict[str, str]:
+    def _upstream_headers(self, target: Target) -> list[tuple[str, str]]:
         return upstream_headers(self.request.headers, self.request.protocol, target)
 
     # -- HTTP ---------------------------------------------------------------------------
@@ -229,18 +208,17 @@ class ProxyHandler(websocket.WebSocketHandler):
         method = self.request.method or "GET"
         body = self.request.body if method not in ("GET", "HEAD") else None
         try:
-            async with upstream_request(method, self._upstream_url(target, "http"),
-                                        self._upstream_headers(target), body) as resp:
-                self.set_status(resp.status, resp.reason)
+            async with await upstream().request(target.address, method, self._upstream_path(target),
+                                                self._upstream_headers(target), body) as answer:
+                self.set_status(answer.status, answer.reason)
                 self._clear_representation_headers()
-                for name, value in answer_headers(resp, keep_length=False):
+                for name, value in answer_headers(answer.headers, keep_length=False):
                     self.add_header(name, value)
-                if method != "HEAD" and resp.status not in (204, 304):
-                    async for chunk in resp.content.iter_chunked(256 * 1024):
-                        self.write(chunk)
-                        if len(chunk) >= 64 * 1024:
-                            await self.flush()
-        except (aiohttp.ClientError, OSError) as exc:
+                async for chunk in answer.chunks():  # none for HEAD, 204 and 304
+                    self.write(chunk)
+                    if len(chunk) >= 64 * 1024:
+                        await self.flush()
+        except OSError as exc:  # the notebook's failures (UpstreamError) and the client's
             if self._headers_written:
                 raise
             log.info("proxy to %s failed: %s", target.task_id, exc)
@@ -316,8 +294,8 @@ class ProxyHandler(websocket.WebSocketHandler):
         self._task_id = task_id
         offered = [p.strip() for p in self.request.headers.get("Sec-WebSocket-Protocol", "").split(",")
                    if p.strip()]
-        request = httpclient.HTTPRequest(self._upstream_url(target, "ws"),
-                                         headers=self._upstream_headers(target),
+        request = httpclient.HTTPRequest(f"ws://{target.address}{self._upstream_path(target)}",
+                                         headers=dict(self._upstream_headers(target)),
                                          connect_timeout=10, request_timeout=30)
         try:
             self._upstream = await websocket.websocket_connect(

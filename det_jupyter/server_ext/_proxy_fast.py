@@ -13,8 +13,7 @@ to the application, unchanged, so every refusal and waiting page is the applicat
 
 The checks are the application's fast path's (``ProxyHandler._proxy``): ``request_user``, then
 ``NotebookService.route`` (its owner or an admin); the upstream request and the answer's
-headers are made by the same helpers (``upstream_request``, ``upstream_headers``,
-``answer_headers``).
+headers are made by the same helpers (``upstream``, ``upstream_headers``, ``answer_headers``).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import logging
 import time
 from typing import Any
 
-import aiohttp
 from tornado import httputil, iostream, web
 
 from ..errors import DetError
@@ -35,13 +33,14 @@ from ._proxy import (
     answer_headers,
     bad_path,
     request_user,
+    upstream,
     upstream_headers,
-    upstream_request,
 )
 
 log = logging.getLogger("det_jupyter.proxy")
 
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+_WITH_HEAD = 64 * 1024  # bytes of body sent in one write with the answer's head
 
 
 class ProxyDelegate(httputil.HTTPServerConnectionDelegate):
@@ -135,21 +134,26 @@ class _Request(httputil.HTTPMessageDelegate):
         self._master().notebooks.touched(target.task_id)
         sent = False
         try:
-            async with upstream_request(method, f"http://{target.address}{self._start.path}",
-                                        upstream_headers(self._headers, protocol, target), body) as resp:
+            async with await upstream().request(target.address, method, self._start.path,
+                                                upstream_headers(self._headers, protocol, target),
+                                                body) as answer:
                 headers = httputil.HTTPHeaders()
-                for name, value in answer_headers(resp, keep_length=True):
+                for name, value in answer_headers(answer.headers, keep_length=True):
                     headers.add(name, value)
                 headers["Date"] = httputil.format_timestamp(time.time())
+                pieces = answer.chunks()  # none for HEAD, 204 and 304
+                # A small body of known length (its server had it whole) goes out with the head,
+                # in one write; any other is streamed as it comes.
+                small = (b"".join([piece async for piece in pieces])
+                         if answer.length is not None and answer.length <= _WITH_HEAD else None)
                 sent = True
-                self._conn.write_headers(httputil.ResponseStartLine("HTTP/1.1", resp.status, resp.reason or ""),
-                                         headers)
-                if method != "HEAD" and resp.status not in (204, 304):
-                    async for chunk in resp.content.iter_chunked(256 * 1024):
-                        await self._conn.write(chunk)
+                self._conn.write_headers(httputil.ResponseStartLine("HTTP/1.1", answer.status, answer.reason),
+                                         headers, small or None)
+                async for chunk in pieces:
+                    await self._conn.write(chunk)
         except iostream.StreamClosedError:
             return  # the client went away
-        except (aiohttp.ClientError, OSError) as exc:
+        except OSError as exc:  # the notebook's failures (UpstreamError)
             log.info("proxy to %s failed: %s", target.task_id, exc)
             if sent:
                 self._conn.close()  # type: ignore[attr-defined]  # part of an answer: cut it off

@@ -25,7 +25,7 @@ from tornado import httpserver, netutil, web
 
 from ..errors import NotFound
 from ..services._proxy_origin import ProxyOrigin, default_hostname, request_hostname
-from ._proxy import ProxyHandler, ProxyRootHandler, bad_path, close_upstream_sessions
+from ._proxy import ProxyHandler, ProxyRootHandler, bad_path, close_upstreams
 from ._proxy_fast import ProxyDelegate
 
 log = logging.getLogger("det_jupyter.proxy")
@@ -156,4 +156,4 @@ class ProxyServer:
         with contextlib.suppress(asyncio.TimeoutError, Exception):
             await asyncio.wait_for(server.close_all_connections(), 5)
         with contextlib.suppress(Exception):
-            await close_upstream_sessions()
+            close_upstreams()

@@ -15,7 +15,7 @@ import pytest
 from tornado import httpclient, httpserver, netutil, web
 
 from det_jupyter.errors import NotFound
-from det_jupyter.server_ext._proxy import close_upstream_sessions
+from det_jupyter.server_ext._proxy import close_upstreams
 from det_jupyter.server_ext._proxy_fast import ProxyDelegate
 from det_jupyter.services.notebooks import Target
 
@@ -43,6 +43,11 @@ class _Chunked(web.RequestHandler):
         for part in (b"one,", b"two,", b"three"):
             self.write(part)
             await self.flush()
+
+
+class _Big(web.RequestHandler):
+    def get(self) -> None:
+        self.finish(bytes(range(256)) * 1024)  # 256 KiB with its Content-Length: streamed
 
 
 class _App(web.RequestHandler):
@@ -85,7 +90,8 @@ def _listen(handler: Any) -> tuple[httpserver.HTTPServer, int]:
 
 
 async def _world() -> tuple[str, _Notebooks, list[httpserver.HTTPServer]]:
-    up, up_port = _listen(web.Application([(r"/proxy/nb1/chunked", _Chunked), (r"/proxy/nb1/.*", _Echo)]))
+    up, up_port = _listen(web.Application([(r"/proxy/nb1/chunked", _Chunked), (r"/proxy/nb1/big", _Big),
+                                            (r"/proxy/nb1/.*", _Echo)]))
     notebooks = _Notebooks(f"127.0.0.1:{up_port}")
     master = SimpleNamespace(auth=_Auth(), notebooks=notebooks)
     app = web.Application([(r"/.*", _App)], det_master=master)
@@ -123,10 +129,12 @@ def test_the_fast_path_forwards_with_the_notebook_token_and_returns_what_came_ba
             assert (resp.code, resp.body) == (200, b"one,two,three")
             resp = await _fetch(f"{base}/proxy/nb1/anything", method="HEAD", headers=bearer)
             assert resp.code == 200 and resp.body == b"" and resp.headers["Content-Length"] == "5"
+            resp = await _fetch(f"{base}/proxy/nb1/big", headers=bearer)
+            assert resp.body == bytes(range(256)) * 1024 and resp.headers["Content-Length"] == str(256 * 1024)
         finally:
             for server in servers:
                 server.stop()
-            await close_upstream_sessions()
+            close_upstreams()
 
     asyncio.run(main())
 
@@ -156,7 +164,7 @@ def test_everything_else_is_left_to_the_application(path: str, headers: dict[str
         finally:
             for server in servers:
                 server.stop()
-            await close_upstream_sessions()
+            close_upstreams()
 
     asyncio.run(main())
 
@@ -176,6 +184,6 @@ def test_an_upstream_that_does_not_answer_gets_the_applications_answer() -> None
         finally:
             for server in servers:
                 server.stop()
-            await close_upstream_sessions()
+            close_upstreams()
 
     asyncio.run(main())
