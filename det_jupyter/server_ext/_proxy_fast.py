@@ -40,7 +40,6 @@ from ._proxy import (
 log = logging.getLogger("det_jupyter.proxy")
 
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-_WITH_HEAD = 64 * 1024  # bytes of body sent in one write with the answer's head
 
 
 class ProxyDelegate(httputil.HTTPServerConnectionDelegate):
@@ -141,16 +140,14 @@ class _Request(httputil.HTTPMessageDelegate):
                 for name, value in answer_headers(answer.headers, keep_length=True):
                     headers.add(name, value)
                 headers["Date"] = httputil.format_timestamp(time.time())
-                pieces = answer.chunks()  # none for HEAD, 204 and 304
-                # A small body of known length (its server had it whole) goes out with the head,
-                # in one write; any other is streamed as it comes.
-                small = (b"".join([piece async for piece in pieces])
-                         if answer.length is not None and answer.length <= _WITH_HEAD else None)
                 sent = True
+                # A small body of known length, read with the head, goes out with it in one
+                # write; any other is streamed as it comes (none for HEAD, 204 and 304).
                 self._conn.write_headers(httputil.ResponseStartLine("HTTP/1.1", answer.status, answer.reason),
-                                         headers, small or None)
-                async for chunk in pieces:
-                    await self._conn.write(chunk)
+                                         headers, answer.body or None)
+                if answer.body is None:
+                    async for chunk in answer.chunks():
+                        await self._conn.write(chunk)
         except iostream.StreamClosedError:
             return  # the client went away
         except OSError as exc:  # the notebook's failures (UpstreamError)

@@ -24,6 +24,7 @@ CONNECT_TIMEOUT = 10.0  # seconds to connect
 READ_TIMEOUT = 300.0  # seconds between two reads of an answer
 HEAD_LIMIT = 256 * 1024  # bytes of an answer's status line and headers
 PIECE = 256 * 1024  # bytes handed on at a time
+SMALL = 64 * 1024  # bytes of a body of known length read with the head, in one piece
 IDLE_PER_ADDRESS = 16
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -39,17 +40,18 @@ class _Stale(Exception):
 
 class Answer:
     """An answer whose head was read: ``status``, ``reason``, ``headers`` (name, value pairs as
-    sent, repeated names repeated), ``length`` (the body's size where its head gave it; None
-    for a chunked or to-the-close body) and the body as ``chunks()``. Use it as an ``async
-    with``: leaving before the body was read closes the connection instead of pooling it."""
+    sent, repeated names repeated), ``body`` (the whole body, where its head gave a length of
+    at most ``SMALL``: read with the head; else None) and the body as ``chunks()``. Use it as
+    an ``async with``: leaving before the body was read closes the connection instead of
+    pooling it."""
 
     def __init__(self, pool: Upstream, address: str, conn: _Conn, status: int, reason: str,
-                 headers: list[tuple[str, str]], framing: str, length: int, reusable: bool) -> None:
-        self.status, self.reason, self.headers = status, reason, headers
+                 headers: list[tuple[str, str]], framing: str, length: int, reusable: bool,
+                 body: bytes | None) -> None:
+        self.status, self.reason, self.headers, self.body = status, reason, headers, body
         self._pool, self._address, self._conn = pool, address, conn
         self._framing, self._length, self._reusable = framing, length, reusable
-        self._done = framing == "none"
-        self.length = length if framing in ("length", "none") else None
+        self._done = framing == "none" or body is not None
 
     async def __aenter__(self) -> Answer:
         return self
@@ -60,7 +62,10 @@ class Answer:
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body, decoded from its framing, in pieces of at most ``PIECE`` bytes."""
         reader = self._conn[0]
-        if self._framing == "length":
+        if self.body is not None:
+            if self.body:
+                yield self.body
+        elif self._framing == "length":
             left = self._length
             while left:
                 data = await _read(reader.read(min(left, PIECE)))
@@ -165,9 +170,15 @@ class Upstream:
                 while 100 <= status < 200 and status != 101:  # 100 Continue and the like
                     head = await reader.readuntil(b"\r\n\r\n")
                     status, reason, headers, version = _parse_head(head)
-            if status == 101:
-                raise UpstreamError("the notebook switched protocols unasked")
-            framing, length = _framing(method, status, headers)
+                if status == 101:
+                    raise UpstreamError("the notebook switched protocols unasked")
+                framing, length = _framing(method, status, headers)
+                body = None
+                if framing == "length" and length <= SMALL:  # sent whole: read it now
+                    try:
+                        body = await reader.readexactly(length)
+                    except asyncio.IncompleteReadError:
+                        raise UpstreamError("the notebook's answer ended before its Content-Length") from None
         except asyncio.IncompleteReadError as exc:
             writer.close()
             if not exc.partial:
@@ -187,7 +198,7 @@ class Upstream:
             raise UpstreamError(f"no answer from {address}: {str(exc) or 'timed out'}") from None
         tokens = ",".join(v for n, v in headers if n.lower() == "connection").lower()
         reusable = version == "HTTP/1.1" and "close" not in tokens and framing != "close"
-        return Answer(self, address, conn, status, reason, headers, framing, length, reusable)
+        return Answer(self, address, conn, status, reason, headers, framing, length, reusable, body)
 
 
 async def _read(awaitable: Awaitable[bytes]) -> bytes:

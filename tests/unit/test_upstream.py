@@ -174,6 +174,8 @@ def test_a_pooled_connection_the_server_closed_is_replaced_for_idempotent_reques
 
 @pytest.mark.parametrize(("answer", "message"), [
     (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "ended before its Content-Length"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"s" * 70000,  # streamed
+     "ended before its Content-Length"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", "bad Content-Length"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "bad Content-Length"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
