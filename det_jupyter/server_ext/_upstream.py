@@ -66,12 +66,7 @@ class Answer:
             if self.body:
                 yield self.body
         elif self._framing == "length":
-            left = self._length
-            while left:
-                data = await _read(reader.read(min(left, PIECE)))
-                if not data:
-                    raise UpstreamError("the notebook's answer ended before its Content-Length")
-                left -= len(data)
+            async for data in _exactly(reader, self._length, "before its Content-Length"):
                 yield data
         elif self._framing == "chunked":
             while True:
@@ -84,11 +79,7 @@ class Answer:
                     while await _read(reader.readuntil(b"\r\n")) != b"\r\n":
                         pass  # trailers: not passed on
                     break
-                while size:
-                    data = await _read(reader.read(min(size, PIECE)))
-                    if not data:
-                        raise UpstreamError("the notebook's answer ended inside a chunk")
-                    size -= len(data)
+                async for data in _exactly(reader, size, "inside a chunk"):
                     yield data
                 if await _read(reader.readexactly(2)) != b"\r\n":
                     raise UpstreamError("the notebook sent a chunk without its CRLF")
@@ -199,6 +190,17 @@ class Upstream:
         tokens = ",".join(v for n, v in headers if n.lower() == "connection").lower()
         reusable = version == "HTTP/1.1" and "close" not in tokens and framing != "close"
         return Answer(self, address, conn, status, reason, headers, framing, length, reusable, body)
+
+
+async def _exactly(reader: asyncio.StreamReader, size: int, where: str) -> AsyncIterator[bytes]:
+    """The next ``size`` bytes, in pieces of at most ``PIECE``; the answer ended ``where``
+    (an UpstreamError) if the connection ends first."""
+    while size:
+        data = await _read(reader.read(min(size, PIECE)))
+        if not data:
+            raise UpstreamError(f"the notebook's answer ended {where}")
+        size -= len(data)
+        yield data
 
 
 async def _read(awaitable: Awaitable[bytes]) -> bytes:

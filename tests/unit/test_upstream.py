@@ -179,6 +179,8 @@ def test_a_pooled_connection_the_server_closed_is_replaced_for_idempotent_reques
     (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", "bad Content-Length"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "bad Content-Length"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\nabc", "ended inside a chunk"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", "chunk without its CRLF"),
     (b"HTTP/1.1 OK\r\n\r\n", "bad status line"),
     (b"SSH-2.0-OpenSSH\r\n\r\n", "bad status line"),
     (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad header line"),
