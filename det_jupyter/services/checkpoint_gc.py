@@ -143,33 +143,35 @@ class CheckpointGC:
 
     def collect(self, experiment_id: int) -> list[str]:
         """Apply the experiment's policy now (on the calling thread); the uuids deleted."""
-        ck, tr = t.checkpoints.c, t.trials.c
+        ck, tr, m = t.checkpoints.c, t.trials.c, t.metrics.c
+        collectable = (ck.experiment_id == experiment_id, ck.state.in_(COLLECTABLE), ck.trial_id.is_not(None))
         with self._reader.connect() as conn:
             # Its collectable checkpoints first (indexed by experiment): where there are none
             # (yet), the trial end costs this one read, not a read of all the experiment's trials.
-            rows = conn.execute(sa.select(ck.uuid, ck.trial_id, ck.steps_completed, ck.state).where(
-                ck.experiment_id == experiment_id, ck.state.in_(COLLECTABLE),
-                ck.trial_id.is_not(None))).all()
+            rows = conn.execute(sa.select(ck.uuid, ck.trial_id, ck.steps_completed, ck.state)
+                                .where(*collectable)).all()
             if not rows:
                 return []
             config = conn.execute(sa.select(t.experiments.c.config)
                                   .where(t.experiments.c.id == experiment_id)).scalar()
             if config is None:
                 return []
+            # Only what the policy looks at: the trials that have such checkpoints, and the
+            # validations at those checkpoints' steps. Not every trial and validation of the
+            # experiment, read again at each trial end (thousands of rows for a large search).
             trials = [TrialFacts(r.id, r.state not in _TERMINAL, r.latest_checkpoint)
-                      for r in conn.execute(sa.select(tr.id, tr.state, tr.latest_checkpoint)
-                                            .where(tr.experiment_id == experiment_id))]
+                      for r in conn.execute(sa.select(tr.id, tr.state, tr.latest_checkpoint).where(
+                          tr.id.in_(sa.select(ck.trial_id).where(*collectable))))]
             metric_name = (config.get("searcher") or {}).get("metric")
             metrics: dict[tuple[int, int], float] = {}
-            for m in conn.execute(sa.select(t.metrics.c.trial_id, t.metrics.c.steps_completed,
-                                            t.metrics.c.body)
-                                  .where(t.metrics.c.trial_id.in_([x.id for x in trials]),
-                                         t.metrics.c.mgroup == "validation",
-                                         t.metrics.c.archived.is_(False))
-                                  .order_by(t.metrics.c.id)):
-                value = _metric(m.body, metric_name)
+            for v in conn.execute(sa.select(m.trial_id, m.steps_completed, m.body)
+                                  .join(t.checkpoints, sa.and_(ck.trial_id == m.trial_id,
+                                                               ck.steps_completed == m.steps_completed))
+                                  .where(*collectable, m.mgroup == "validation", m.archived.is_(False))
+                                  .order_by(m.id)):
+                value = _metric(v.body, metric_name)
                 if value is not None:
-                    metrics[(m.trial_id, m.steps_completed)] = value
+                    metrics[(v.trial_id, v.steps_completed)] = value
             protected = self._registered(conn, [r.uuid for r in rows])
         facts = [CheckpointFacts(r.uuid, r.trial_id, r.steps_completed,
                                  metrics.get((r.trial_id, r.steps_completed)), r.state) for r in rows]

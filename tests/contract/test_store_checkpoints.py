@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import InvalidRequest, NotFound
 from det_jupyter.services._clock import FakeClock
+from det_jupyter.services.checkpoint_gc import CheckpointGC
 from det_jupyter.services.checkpoints import CheckpointService
 from det_jupyter.services.views import Views
+from det_jupyter.store import tables as t
 
-from ._rows import make_world
+from ._rows import NOW, make_trial, make_world
 
 
 @pytest.fixture
@@ -126,3 +130,31 @@ def test_storage_id_is_stable_per_config(ckpts: CheckpointService) -> None:
     assert other != first
     assert ckpts.storage_id(config) == first
     assert ckpts.storage_id({"type": "shared_fs", "host_path": "/elsewhere"}) == other
+
+
+def test_gc_keeps_each_trials_best_and_latest_by_the_validations_at_its_checkpoints(
+    ckpts: CheckpointService, engine: sa.Engine, world: tuple[int, int, int]
+) -> None:
+    """The policy (save_trial_best 1, save_trial_latest 1) reads the trials with collectable
+    checkpoints and the validations at their steps only: better losses at other steps, an
+    archived (rewound) validation and a trial without checkpoints change nothing."""
+    _, exp_id, done = world
+    live, plain = make_trial(engine, exp_id), make_trial(engine, exp_id)
+    losses = {done: {10: 0.5, 20: 0.1, 30: 0.3}, live: {10: 0.2, 20: 0.4, 30: 0.6}}
+    rows = []
+    for trial, at in losses.items():
+        for step in at:
+            _report(ckpts, trial, checkpoint(f"{trial}-{step}", step))
+    for trial in (done, live, plain):
+        for step in range(5, 45, 5):
+            loss = losses.get(trial, {}).get(step, 0.001)  # not a checkpoint's step: the best
+            rows.append({"trial_id": trial, "trial_run_id": 1, "mgroup": "validation",
+                         "steps_completed": step, "report_time": NOW, "body": json.dumps({"loss": loss}),
+                         "archived": False})
+    rows.append({**rows[1], "body": json.dumps({"loss": 0.0}), "archived": True})  # rewound: not seen
+    with engine.begin() as conn:
+        conn.execute(sa.insert(t.metrics), rows)
+        conn.execute(sa.update(t.trials).where(t.trials.c.id == done).values(state="COMPLETED"))
+    gc = CheckpointGC(engine)
+    assert sorted(gc.collect(exp_id)) == sorted([f"{done}-10", f"{live}-20"])
+    assert gc.collect(exp_id) == []  # nothing more to collect
