@@ -73,6 +73,27 @@ def test_a_kernel_cell_runs_over_the_proxied_websocket(cluster: MasterProcess, n
                for j in jobs)
 
 
+def test_big_bodies_and_conditional_answers_cross_the_proxy_whole(cluster: MasterProcess, notebook: str) -> None:
+    """A 3 MB upload and its download (JSON and raw: streamed, not sent with the head), and a
+    304 to a conditional GET, through the proxy's upstream client to the real JupyterLab."""
+    client = cluster.admin()
+    proxy = nbh.proxy_client(client, notebook)
+    text = "".join(f"line {i:07d} of a big file\n" for i in range(120_000))  # about 3 MB
+    proxy.request("PUT", f"/proxy/{notebook}/api/contents/big.txt",
+                  {"type": "file", "format": "text", "content": text})
+    got = proxy.get(f"/proxy/{notebook}/api/contents/big.txt?content=1&format=text&type=file")
+    assert got["content"] == text
+    auth = {"Authorization": f"Bearer {client.token}"}
+    code, _, body = raw_get(f"{proxy.url}/proxy/{notebook}/files/big.txt", auth)
+    assert (code, body.decode()) == (200, text)
+    static = f"{proxy.url}/proxy/{notebook}/static/favicons/favicon.ico"
+    code, headers, body = raw_get(static, auth)
+    assert code == 200 and body and headers.get("Last-Modified"), ", ".join(sorted(headers))
+    code, _, body = raw_get(static, {**auth, "If-Modified-Since": headers["Last-Modified"]})
+    assert (code, body) == (304, b"")
+    proxy.request("DELETE", f"/proxy/{notebook}/api/contents/big.txt")
+
+
 def test_other_users_and_missing_credentials_get_404(cluster: MasterProcess, notebook: str) -> None:
     other = Client(cluster.url, cluster.login("determined", ADMIN_PASSWORD))
     proxy = nbh.proxy_origin(cluster.admin(), notebook)
