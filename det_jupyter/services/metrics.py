@@ -23,6 +23,7 @@ from ..errors import Conflict, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
 from . import _metric_charts as charts
+from . import _metric_series as stored
 from ._clock import Clock
 
 
@@ -131,17 +132,22 @@ _METRIC_COLUMNS = "trial_id, trial_run_id, mgroup, steps_completed, report_time,
 _METRIC_TYPES = ["int4", "int4", "text", "int4", "float8", "text", "bool", "int2", "text"]
 
 
-def _rows(trial_id: int, run_id: int | None, reports: list[Report], counts: dict[str, int]) -> Iterator[tuple]:
-    """The metric rows of new reports; ``counts`` (reports so far per group) moves on past them
-    at once. Each row is made (its body encoded) as it is taken: PostgreSQL stores the rows
-    COPY has sent while the next ones are encoded."""
+def _ordinals(reports: list[Report], counts: dict[str, int]) -> list[int]:
+    """New reports' ordinals in their groups; ``counts`` (reports so far per group) moves on
+    past them."""
     ordinals = []
     for r in reports:
         counts[r.group] = ordinal = counts.get(r.group, 0) + 1
         ordinals.append(ordinal)
-    return ((trial_id, run_id, r.group, r.steps_completed, r.report_time, _body(r.metrics), False, _lod(n),
-             time_text(r.report_time))
-            for r, n in zip(reports, ordinals, strict=True))
+    return ordinals
+
+
+def _rows(trial_id: int, run_id: int | None, reports: list[Report], ordinals: list[int],
+          stamps: list[str]) -> Iterator[tuple]:
+    """The metric rows of new reports. Each row is made (its body encoded) as it is taken:
+    PostgreSQL stores the rows COPY has sent while the next ones are encoded."""
+    return ((trial_id, run_id, r.group, r.steps_completed, r.report_time, _body(r.metrics), False, _lod(n), stamp)
+            for r, n, stamp in zip(reports, ordinals, stamps, strict=True))
 
 
 def _insert_rows(conn: sa.Connection, rows: Iterable[tuple]) -> None:
@@ -225,7 +231,10 @@ class MetricService:
             if not fresh:
                 return []
             counts = dict(trial.report_counts or {})
-            _insert_rows(conn, _rows(trial_id, trial.run_id, fresh, counts))
+            ordinals = _ordinals(fresh, counts)
+            stamps = [time_text(r.report_time) for r in fresh]
+            _insert_rows(conn, _rows(trial_id, trial.run_id, fresh, ordinals, stamps))
+            stored.append(conn, trial_id, trial.summary, fresh, ordinals, stamps)
             validations = [r for r in fresh if r.group == "validation"]
             best = trial.best_validation
             searcher = trial.config.get("searcher", {})
@@ -317,6 +326,13 @@ class MetricService:
         where = charts.window("m", params)
         out = dict.fromkeys(trial_ids, "[]")
         with self._reader.connect() as conn:
+            if len(names) == 1 and start is None and end is None:
+                # Whole histories of one metric: from the stored series where they are complete.
+                found = stored.read(conn, trial_ids, group, names[0], maxp)
+                out.update(found)
+                trial_ids = [tid for tid in trial_ids if tid not in found]
+                if not trial_ids:
+                    return out
             if not maxp:
                 # The ids bound, not inlined: a history of another trial is then the same
                 # statement (compiled and prepared once), not a new one.

@@ -15,6 +15,14 @@ from ._states import AllocState
 # A trial view is every column but the metrics' ingestion bookkeeping (JSON decoded per row:
 # an experiment table of hundreds of trials paid for it).
 _TRIAL_VIEW_COLUMNS = [c for c in t.trials.c if c.name != "report_counts"]
+# Trials by id (a chart's, a trial page's), built once: building and keying these statements per
+# request cost more than running them.
+_TRIALS_BY_ID = (sa.select(*_TRIAL_VIEW_COLUMNS).where(t.trials.c.id.in_(sa.bindparam("ids", expanding=True)))
+                 .order_by(t.trials.c.id))
+_LIVE_ALLOCATION_STATES = sa.select(t.allocations.c.trial_id, t.allocations.c.state).where(
+    t.allocations.c.trial_id.in_(sa.bindparam("ids", expanding=True)),
+    t.allocations.c.state != AllocState.TERMINATED.value,
+)
 
 
 @dataclass
@@ -144,6 +152,10 @@ class Views:
         offset: int = 0, limit: int = 0, descending: bool = False, count: bool = True,
     ) -> tuple[list[TrialView], int]:
         """Trials and the total matching (``count=False``: the total is -1, not counted)."""
+        if (trial_ids is not None and exp_id is None and not (states or offset or limit or descending or count)):
+            with self._reader.connect() as conn:
+                rows = conn.execute(_TRIALS_BY_ID, {"ids": list(trial_ids)}).all()
+                return self._with_allocation_states(conn, rows, [r.id for r in rows]), -1
         q = sa.select(*_TRIAL_VIEW_COLUMNS)
         if exp_id is not None:
             q = q.where(t.trials.c.experiment_id == exp_id)
@@ -160,20 +172,24 @@ class Views:
             if limit:
                 q = q.limit(limit)
             rows = conn.execute(q).all()
-            states_by: dict[int, set[str]] = defaultdict(set)
-            if rows:
-                # An experiment's trials by a subquery: hundreds of ids as parameters cost more
-                # to compile and bind than the query takes.
-                ids: Any = ([r.id for r in rows] if exp_id is None or offset or limit or states
-                            else sa.select(t.trials.c.id).where(t.trials.c.experiment_id == exp_id))
-                for a in conn.execute(
-                    sa.select(t.allocations.c.trial_id, t.allocations.c.state).where(
-                        t.allocations.c.trial_id.in_(ids),
-                        t.allocations.c.state != AllocState.TERMINATED.value,
-                    )
-                ):
-                    states_by[a.trial_id].add(a.state)
-        return [TrialView(r, states_by[r.id]) for r in rows], total
+            # An experiment's trials by a subquery: hundreds of ids as parameters cost more to
+            # compile and bind than the query takes.
+            ids: Any = ([r.id for r in rows] if exp_id is None or offset or limit or states
+                        else sa.select(t.trials.c.id).where(t.trials.c.experiment_id == exp_id))
+            return self._with_allocation_states(conn, rows, ids), total
+
+    @staticmethod
+    def _with_allocation_states(conn: sa.Connection, rows: list, ids: Any) -> list[TrialView]:
+        """Views of trial ``rows`` with their live allocations' states (``ids``: the rows' ids,
+        as a list or a subquery)."""
+        states_by: dict[int, set[str]] = defaultdict(set)
+        if rows:
+            query = (_LIVE_ALLOCATION_STATES if isinstance(ids, list) else
+                     sa.select(t.allocations.c.trial_id, t.allocations.c.state).where(
+                         t.allocations.c.trial_id.in_(ids), t.allocations.c.state != AllocState.TERMINATED.value))
+            for a in conn.execute(query, {"ids": ids} if isinstance(ids, list) else {}):
+                states_by[a.trial_id].add(a.state)
+        return [TrialView(r, states_by[r.id]) for r in rows]
 
     def trial(self, trial_id: int) -> TrialView | None:
         views, _ = self.trials(trial_ids=[trial_id], count=False)

@@ -144,6 +144,12 @@ def _v6_metric_time_text(conn: sa.Connection) -> None:
         t.CHART_INDEXES["sqlite"].create(conn)
 
 
+def _v7_metric_series(conn: sa.Connection) -> None:
+    """metric_series, empty: the trials already stored keep their charts built from the rows
+    (their stored series never look complete), new reports fill it."""
+    t.metric_series.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -151,6 +157,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (4, _v4_interactive),
     (5, _v5_governance),
     (6, _v6_metric_time_text),
+    (7, _v7_metric_series),
 ]
 
 

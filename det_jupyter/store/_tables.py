@@ -264,6 +264,22 @@ CHART_INDEXES = {
                            postgresql_where=sa.text("lod >= 3")).ddl_if(dialect="postgresql"),
 }
 
+# Each metric's chart points, pre-encoded at ingestion (services/_metric_series.py): the points
+# of one name among its group's reports with ordinals in [block * BLOCK, (block + 1) * BLOCK),
+# comma-joined in arrival order, and their number. A chart of a whole history reads these few
+# rows instead of every report's JSON, where they provably hold the answer.
+metric_series = sa.Table(
+    "metric_series",
+    metadata,
+    sa.Column("trial_id", sa.Integer, nullable=False),
+    sa.Column("mgroup", sa.String(64), nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("block", sa.Integer, nullable=False),
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("points", sa.Text, nullable=False),
+    sa.PrimaryKeyConstraint("trial_id", "mgroup", "name", "block"),
+)
+
 CHART_INDEX_LOD = 3  # the lowest level the partial index ix_metrics_chart holds
 MAX_LOD = 30  # 2**30 reports in one trial's group is beyond any run
 

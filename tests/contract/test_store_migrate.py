@@ -195,3 +195,24 @@ def test_step_6_spells_out_the_report_times_of_stored_metrics(engine: sa.Engine)
             sql = conn.execute(sa.text("SELECT sql FROM sqlite_master WHERE name = 'ix_metrics_chart'")).scalar()
         assert "time_text" in sql and "report_time" not in sql
     test_every_index_exists(engine)
+
+
+def test_v7_adds_the_stored_series_and_earlier_trials_chart_from_their_rows(engine: sa.Engine) -> None:
+    import json
+
+    from det_jupyter.services._clock import Clock
+    from det_jupyter.services.metrics import MetricService, Report
+
+    from ._rows import make_world
+
+    _, _, trial_id = make_world(engine)
+    metrics = MetricService(engine, Clock())
+    metrics.ingest(trial_id, None, [Report("training", s, {"loss": 1.0 / s}, 1.0 + s) for s in range(1, 6)])
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE metric_series"))
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version >= 7))
+    assert migrate(engine) == max(number for number, _ in _migrate.MIGRATIONS)
+    test_every_table_exists(engine)
+    metrics.ingest(trial_id, None, [Report("training", 6, {"loss": 0.1}, 7.0)])
+    points = json.loads(metrics.series([trial_id], "training", ["loss"])[trial_id])
+    assert [p["batches"] for p in points] == [1, 2, 3, 4, 5, 6]

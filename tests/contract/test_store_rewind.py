@@ -6,10 +6,13 @@ archives what the earlier run reported past the checkpoint and moves the trial t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict
+from det_jupyter.services import _metric_series as stored
 from det_jupyter.services._clock import FakeClock
 from det_jupyter.services.allocations import AllocationService, Container
 from det_jupyter.services.auth import AuthService
@@ -92,3 +95,17 @@ def test_summary_and_best_validation_forget_rewound_reports(
     assert (loss["count"], loss["last"], loss["min"], loss["max"]) == (3, 0.4, 0.4, 1.0)
     assert row.summary["validation"]["loss"]["count"] == 2
     assert row.best_validation == 0.3
+
+
+def test_charts_after_a_rewind_show_the_visible_reports_not_the_stored_series(
+    rewound: tuple[MetricService, int], engine: sa.Engine
+) -> None:
+    """The stored series still holds the archived steps 3 and 4; the chart must not."""
+    metrics, trial_id = rewound
+    with engine.connect() as conn:
+        assert stored.read(conn, [trial_id], "training", "loss", 0) == {}
+    metrics.ingest(trial_id, 2, [report("training", 3, 0.4), report("training", 4, 0.3)])
+    with engine.connect() as conn:
+        assert stored.read(conn, [trial_id], "training", "loss", 0) == {}
+    points = json.loads(metrics.series([trial_id], "training", ["loss"])[trial_id])
+    assert [(p["batches"], p["values"]["loss"]) for p in points] == [(1, 1.0), (2, 0.5), (3, 0.4), (4, 0.3)]

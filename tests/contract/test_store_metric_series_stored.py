@@ -1,0 +1,166 @@
+"""Stored series (``metric_series``): a whole history of one metric is answered from the points
+encoded at ingestion exactly when that gives what the rows give, and from the rows otherwise."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sqlalchemy as sa
+
+from det_jupyter.services import _metric_series as stored
+from det_jupyter.services._clock import FakeClock
+from det_jupyter.services.metrics import MetricService, Report
+from det_jupyter.store import tables as t
+
+from ._rows import make_world
+
+# Values whose JSON text a database might respell: exponents, the extremes, negative zero, ints.
+ODD = [1e-05, 1e16, 1.5e300, -0.0, 5e-324, 1.7976931348623157e308, 0.1, 1 / 3, 7, -12, 2**53 + 1, 123456789.125]
+
+
+@pytest.fixture
+def metrics(engine: sa.Engine, clock: FakeClock) -> MetricService:
+    return MetricService(engine, clock)
+
+
+def _reports(group: str, steps: range, **extra: object) -> list[Report]:
+    return [Report(group, s, {"loss": ODD[s % len(ODD)], "acc": s / 7, **extra}, 1_764_000_000.5 + s) for s in steps]
+
+
+def _from_rows(engine: sa.Engine, metrics: MetricService, trial_id: int, group: str, name: str,
+               max_points: int = 0) -> str:
+    """The answer built from the rows: the same call with the trial's stored series gone."""
+    with engine.begin() as conn:
+        saved = conn.execute(sa.select(t.metric_series).where(t.metric_series.c.trial_id == trial_id)).all()
+        conn.execute(sa.delete(t.metric_series).where(t.metric_series.c.trial_id == trial_id))
+    try:
+        return metrics.series([trial_id], group, [name], max_points=max_points)[trial_id]
+    finally:
+        with engine.begin() as conn:
+            if saved:
+                conn.execute(sa.insert(t.metric_series), [r._asdict() for r in saved])
+
+
+def _stored(engine: sa.Engine, trial_id: int, group: str, name: str, max_points: int = 0) -> dict[int, str]:
+    with engine.connect() as conn:
+        return stored.read(conn, [trial_id], group, name, max_points)
+
+
+def test_a_whole_history_comes_from_the_stored_series_and_equals_the_rows(
+    engine: sa.Engine, metrics: MetricService
+) -> None:
+    _, _, tid = make_world(engine)
+    # Batches of odd sizes across block boundaries, a validation group beside the training one.
+    for lo, hi in ((1, 7), (8, 8), (9, 71), (72, 100)):
+        metrics.ingest(tid, 1, _reports("training", range(lo, hi + 1)))
+        metrics.ingest(tid, 1, _reports("validation", range(hi, hi + 1)))
+    for group, name, n in (("training", "loss", 100), ("training", "acc", 100), ("validation", "loss", 4)):
+        held = _stored(engine, tid, group, name)
+        assert set(held) == {tid}, (group, name)
+        text = metrics.series([tid], group, [name])[tid]
+        assert text == held[tid] == _from_rows(engine, metrics, tid, group, name)
+        points = json.loads(text)
+        assert len(points) == n and points == sorted(points, key=lambda p: p["batches"])
+    points = json.loads(metrics.series([tid], "training", ["loss"])[tid])
+    assert [p["values"]["loss"] for p in points[:12]] == [ODD[s % len(ODD)] for s in range(1, 13)]
+    assert points[0]["time"] == "2025-11-24T16:00:01.500Z"
+    with engine.connect() as conn:
+        blocks = conn.execute(sa.select(t.metric_series.c.block, t.metric_series.c.n).where(
+            t.metric_series.c.trial_id == tid, t.metric_series.c.mgroup == "training",
+            t.metric_series.c.name == "loss").order_by(t.metric_series.c.block)).all()
+    assert blocks == [(0, 32), (1, 32), (2, 32), (3, 4)]
+
+
+def test_a_chart_with_room_for_every_point_is_stored_one_that_needs_thinning_is_not(
+    engine: sa.Engine, metrics: MetricService
+) -> None:
+    _, _, tid = make_world(engine)
+    metrics.ingest(tid, 1, _reports("training", range(1, 51)))
+    assert set(_stored(engine, tid, "training", "loss", max_points=50)) == {tid}
+    assert _stored(engine, tid, "training", "loss", max_points=49) == {}
+    thinned = json.loads(metrics.series([tid], "training", ["loss"], max_points=10)[tid])
+    assert len(thinned) <= 10 and thinned[0]["batches"] == 1 and thinned[-1]["batches"] == 50
+    # Several trials in one call: the stored and the rows' answers side by side.
+    _, _, other = make_world(engine)
+    metrics.ingest(other, 1, _reports("training", range(1, 6), note="text"))  # "note" is not a number
+    both = metrics.series([tid, other], "training", ["note"])
+    assert json.loads(both[tid])[0]["values"] == {}
+    assert json.loads(both[other])[0]["values"] == {"note": "text"}
+    both = metrics.series([tid, other], "training", ["loss"])
+    assert both[tid] == _from_rows(engine, metrics, tid, "training", "loss")
+    assert both[other] == _from_rows(engine, metrics, other, "training", "loss")
+
+
+@pytest.mark.parametrize("case", ["missing", "nan", "string", "bool"])
+def test_a_group_whose_reports_do_not_all_hold_the_metric_as_a_number_is_read_from_the_rows(
+    engine: sa.Engine, metrics: MetricService, case: str
+) -> None:
+    _, _, tid = make_world(engine)
+    metrics.ingest(tid, 1, _reports("training", range(1, 11)))
+    odd = {"missing": {"acc": 1.0}, "nan": {"loss": float("nan")}, "string": {"loss": "x"},
+           "bool": {"loss": True}}[case]
+    metrics.ingest(tid, 1, [Report("training", 11, odd, 1_764_000_100.0)])
+    metrics.ingest(tid, 1, _reports("training", range(12, 15)))
+    assert _stored(engine, tid, "training", "loss") == {}
+    points = json.loads(metrics.series([tid], "training", ["loss"])[tid])
+    assert [p["batches"] for p in points] == list(range(1, 15))
+    assert points[10]["values"] == {"missing": {}, "nan": {"loss": "NaN"}, "string": {"loss": "x"},
+                                    "bool": {"loss": True}}[case]
+    # Report 11 holds "acc" only where it lacks "loss".
+    assert set(_stored(engine, tid, "training", "acc")) == ({tid} if case == "missing" else set())
+
+
+@pytest.mark.parametrize("late", ["later batch", "same batch"])
+def test_a_step_that_does_not_move_forward_drops_the_groups_stored_series(
+    engine: sa.Engine, metrics: MetricService, late: str
+) -> None:
+    _, _, tid = make_world(engine)
+    metrics.ingest(tid, 1, _reports("training", range(10, 30, 2)) + _reports("validation", range(10, 11)))
+    if late == "later batch":
+        metrics.ingest(tid, 1, _reports("training", range(15, 16)))  # between stored steps
+    else:
+        metrics.ingest(tid, 1, _reports("training", range(40, 41)) + _reports("training", range(35, 36)))
+    metrics.ingest(tid, 1, _reports("training", range(50, 52)))
+    assert _stored(engine, tid, "training", "loss") == {}
+    steps = [p["batches"] for p in json.loads(metrics.series([tid], "training", ["loss"])[tid])]
+    assert steps == sorted(steps) and len(steps) == (13 if late == "later batch" else 14)
+    assert set(_stored(engine, tid, "validation", "loss")) == {tid}  # another group keeps its own
+
+
+def test_reports_at_a_step_another_group_reached_keep_the_stored_series(
+    engine: sa.Engine, metrics: MetricService
+) -> None:
+    """Validation at step 10 arrives after training at 10: each group moves forward on its own."""
+    _, _, tid = make_world(engine)
+    for s in (10, 20, 30):
+        metrics.ingest(tid, 1, _reports("training", range(s - 9, s + 1)))
+        metrics.ingest(tid, 1, _reports("validation", range(s, s + 1)))
+    assert set(_stored(engine, tid, "validation", "loss")) == {tid}
+    assert set(_stored(engine, tid, "training", "loss")) == {tid}
+
+
+def test_a_trial_stored_before_the_table_existed_is_read_from_the_rows(
+    engine: sa.Engine, metrics: MetricService
+) -> None:
+    _, _, tid = make_world(engine)
+    metrics.ingest(tid, 1, _reports("training", range(1, 21)))
+    with engine.begin() as conn:
+        conn.execute(sa.delete(t.metric_series).where(t.metric_series.c.block == 0))  # as if before
+    metrics.ingest(tid, 1, _reports("training", range(21, 41)))
+    assert _stored(engine, tid, "training", "loss") == {}
+    assert [p["batches"] for p in json.loads(metrics.series([tid], "training", ["loss"])[tid])] == list(range(1, 41))
+
+
+def test_deleting_an_experiment_deletes_its_stored_series(engine: sa.Engine, metrics: MetricService) -> None:
+    from det_jupyter.services import _purge
+
+    _, exp_id, tid = make_world(engine)
+    _, _, kept = make_world(engine)
+    for trial in (tid, kept):
+        metrics.ingest(trial, 1, _reports("training", range(1, 40)))
+    with engine.begin() as conn:
+        _purge.purge_experiments(conn, [exp_id], "c-1")
+    with engine.connect() as conn:
+        left = conn.execute(sa.select(t.metric_series.c.trial_id).distinct()).scalars().all()
+    assert left == [kept]
