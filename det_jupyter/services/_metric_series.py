@@ -1,17 +1,24 @@
-"""Stored series: each metric's chart points, encoded once at ingestion (``metric_series``), so
-a chart of one metric's whole history reads a few block rows instead of extracting the metric
-from every report's JSON, which is most of that query's cost.
+"""Stored series: each metric's chart points, encoded once at ingestion, so a chart of one
+metric's whole history reads a few block rows instead of extracting the metric from every
+report's JSON, which is most of that query's cost.
 
-A block holds the points of one name among its group's reports with ordinals in
-``[block * BLOCK, (block + 1) * BLOCK)`` (ordinals start at 1), comma-joined in arrival order,
-in the text ``point_sql`` builds. A stored series answers a chart only where it is provably
-what the rows give (``read``):
+A point is ``{"batches":S,"time":"T","values":{"name":V}}``, the text ``point_sql`` builds. It is
+stored in two parts, by blocks of a group's reports (ordinals in ``[block * BLOCK, (block + 1) *
+BLOCK)``, from 1), each part newline-separated in arrival order:
+
+- ``metric_series_steps.heads``: once per report, whatever it holds,
+  ``,{"batches":S,"time":"T","values":{`` — the part every metric's point shares;
+- ``metric_series.members``: per metric, ``"name":V}}`` — a member of the stored body, closed.
+
+A history is then both parts interleaved and joined, without a step per point in Python. It
+answers a chart only where it is provably what the rows give (``read``):
 
 - every report of the group, archived ones included, held the metric as a finite number: the
   trial's summary counts as many as ``report_counts`` (a rewind that archived rows, a report
-  without the metric or with a NaN, make them differ for good);
-- the blocks hold that many points (a database from before the table, or a group whose blocks
-  were dropped, holds fewer);
+  without the metric or with a NaN, make them differ for good), so its members line up with the
+  heads;
+- the blocks hold that many of both, block by block (a database from before the tables, or a
+  group whose blocks were dropped, holds fewer);
 - its points are in step order: a report whose step is not past its group's last one drops the
   group's blocks (``append``), which the check above then refuses.
 
@@ -21,37 +28,45 @@ Anything else is answered from the rows, as before.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import sqlalchemy as sa
 
 from ..store import tables as t
 
-BLOCK = 32  # points per block: an append rewrites about 2 kB, a 1,000-step history is 32 rows
+BLOCK = 32  # reports per block: an append rewrites at most about 2 kB per metric
 
-_UPSERT = (
-    "INSERT INTO metric_series (trial_id, mgroup, name, block, n, points) VALUES ({0}, {0}, {0}, {0}, {0}, {0}) "
+_UPSERT_HEADS = (
+    "INSERT INTO metric_series_steps (trial_id, mgroup, block, n, heads) VALUES ({0}, {0}, {0}, {0}, {0}) "
+    "ON CONFLICT (trial_id, mgroup, block) DO UPDATE SET n = metric_series_steps.n + excluded.n, "
+    "heads = metric_series_steps.heads || excluded.heads"
+)
+_UPSERT_MEMBERS = (
+    "INSERT INTO metric_series (trial_id, mgroup, name, block, n, members) VALUES ({0}, {0}, {0}, {0}, {0}, {0}) "
     "ON CONFLICT (trial_id, mgroup, name, block) DO UPDATE SET n = metric_series.n + excluded.n, "
-    "points = metric_series.points || ',' || excluded.points"
+    "members = metric_series.members || excluded.members"
 )
 # Run as the driver's own SQL, the ids inlined (integers): SQLAlchemy's statement work (an
 # expanding IN is rewritten per call) cost more than these queries on SQLite.
 _COUNTS = "SELECT id, summary, report_counts FROM trials WHERE id IN ({ids})"
-_BLOCKS = ("SELECT trial_id, n, points FROM metric_series WHERE trial_id IN ({ids}) AND mgroup = {mark} "
-           "AND name = {mark} ORDER BY trial_id, block")
+_BLOCKS = (
+    "SELECT h.trial_id, h.n, m.n, h.heads, m.members FROM metric_series_steps h JOIN metric_series m "
+    "ON m.trial_id = h.trial_id AND m.mgroup = h.mgroup AND m.block = h.block "
+    "WHERE h.trial_id IN ({ids}) AND h.mgroup = {mark} AND m.name = {mark} ORDER BY h.trial_id, h.block"
+)
 
 
 def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: list[Any],
-           ordinals: list[int], stamps: list[str]) -> None:
-    """Add new reports' finite values to their blocks, in ``conn`` (ingestion's transaction).
-    ``summary`` is the trial's summary before these reports: each metric's ``lastStep`` gives
-    how far its group has gone. A group whose steps do not move forward loses its blocks."""
+           ordinals: list[int], stamps: list[str], bodies: list[str]) -> None:
+    """Add new reports to their blocks, in ``conn`` (ingestion's transaction). ``summary`` is
+    the trial's summary before these reports: each metric's ``lastStep`` gives how far its
+    group has gone. A group whose steps do not move forward loses its blocks. ``bodies``: the
+    reports' stored JSON, whose members are the points' ``values``."""
     last: dict[str, int] = {}
     disordered: set[str] = set()
-    blocks: dict[tuple[str, str, int], list[str]] = {}
-    keys: dict[str, str] = {}
-    for r, ordinal, stamp in zip(reports, ordinals, stamps, strict=True):
+    heads: dict[tuple[str, int], list[str]] = {}  # (group, block): heads
+    members: dict[tuple[str, int], dict[str, list[str]]] = {}  # (group, block): {name: members}
+    for r, ordinal, stamp, body in zip(reports, ordinals, stamps, bodies, strict=True):
         group, step = r.group, r.steps_completed
         if group in disordered:
             continue
@@ -62,23 +77,40 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
             disordered.add(group)
             continue
         last[group] = step
-        block = (ordinal - 1) // BLOCK
-        for name, value in r.metrics.items():
+        where = (group, (ordinal - 1) // BLOCK)
+        names = members.get(where)
+        if names is None:
+            names = members[where] = {}
+            heads[where] = []
+        heads[where].append(f',{{"batches":{step},"time":"{stamp}","values":{{\n')
+        # The body's members are `"name":value` as a point spells them (one encoder): taken
+        # from it, a value is not formatted twice. Where a comma inside a name or a value
+        # splits it into more pieces than names, each value is formatted here instead.
+        pieces = body[1:-1].split(",")
+        metrics = r.metrics
+        if len(pieces) != len(metrics):
+            pieces = [json.dumps(name) + ":" + repr(value) for name, value in metrics.items()]
+        for (name, value), piece in zip(metrics.items(), pieces, strict=True):
             kind = type(value)
-            if kind is int or (kind is float and math.isfinite(value)):
-                key = keys.get(name)
-                if key is None:
-                    key = keys[name] = json.dumps(name) + ":"
-                point = f'{{"batches":{step},"time":"{stamp}","values":{{{key}{value!r}}}}}'
-                blocks.setdefault((group, name, block), []).append(point)
+            # Finite floats and ints only (x - x is 0.0 for a finite float, NaN otherwise).
+            if kind is int or (kind is float and value - value == 0.0):
+                closed = names.get(name)
+                if closed is None:
+                    closed = names[name] = []
+                closed.append(piece + "}}\n")
     if disordered:
-        conn.execute(sa.delete(t.metric_series).where(t.metric_series.c.trial_id == trial_id,
-                                                      t.metric_series.c.mgroup.in_(disordered)))
-    rows = [(trial_id, group, name, block, len(points), ",".join(points))
-            for (group, name, block), points in blocks.items() if group not in disordered]
+        for table in (t.metric_series, t.metric_series_steps):
+            conn.execute(sa.delete(table).where(table.c.trial_id == trial_id, table.c.mgroup.in_(disordered)))
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    rows = [(trial_id, group, block, len(texts), "".join(texts))
+            for (group, block), texts in heads.items() if group not in disordered]
     if rows:
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        conn.exec_driver_sql(_UPSERT.format(mark), rows)
+        conn.exec_driver_sql(_UPSERT_HEADS.format(mark), rows)
+    rows = [(trial_id, group, name, block, len(texts), "".join(texts))
+            for (group, block), names in members.items() if group not in disordered
+            for name, texts in names.items()]
+    if rows:
+        conn.exec_driver_sql(_UPSERT_MEMBERS.format(mark), rows)
 
 
 def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_points: int) -> dict[int, str]:
@@ -93,14 +125,22 @@ def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_p
             expected[tid] = count
     if not expected:
         return {}
-    found: dict[int, list[str]] = {}
+    texts: dict[int, list[str]] = {}
     held: dict[int, int] = {}
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     sql = _BLOCKS.format(ids=",".join(map(str, expected)), mark=mark)
-    for tid, n, points in conn.exec_driver_sql(sql, (group, name)).cursor:
-        found.setdefault(tid, []).append(points)
-        held[tid] = held.get(tid, 0) + n
-    return {tid: "[" + ",".join(found[tid]) + "]" for tid, count in expected.items() if held.get(tid) == count}
+    for tid, n_heads, n_members, head_text, member_text in conn.exec_driver_sql(sql, (group, name)).cursor:
+        if n_heads != n_members:  # cannot happen where the counts agree; refused all the same
+            held[tid] = -1
+            continue
+        both = [""] * (2 * n_heads)
+        both[0::2] = head_text.split("\n")[:-1]  # each part ends with its newline
+        both[1::2] = member_text.split("\n")[:-1]
+        texts.setdefault(tid, []).append("".join(both))
+        if held.get(tid, 0) >= 0:
+            held[tid] = held.get(tid, 0) + n_heads
+    # Every head starts with the comma before its point: the first one's goes.
+    return {tid: "[" + "".join(texts[tid])[1:] + "]" for tid, count in expected.items() if held.get(tid) == count}
 
 
 def _decoded(value: Any) -> dict:

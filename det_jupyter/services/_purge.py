@@ -101,6 +101,7 @@ def purge_experiments(conn: sa.Connection, exp_ids: Sequence[int], cluster_id: s
         for tids in chunks(trial_ids):
             conn.execute(sa.delete(t.metrics).where(t.metrics.c.trial_id.in_(tids)))
             conn.execute(sa.delete(t.metric_series).where(t.metric_series.c.trial_id.in_(tids)))
+            conn.execute(sa.delete(t.metric_series_steps).where(t.metric_series_steps.c.trial_id.in_(tids)))
             conn.execute(sa.delete(t.task_logs).where(t.task_logs.c.trial_id.in_(tids)))
             conn.execute(sa.delete(t.allocations).where(t.allocations.c.trial_id.in_(tids)))
             conn.execute(sa.delete(t.checkpoints).where(t.checkpoints.c.trial_id.in_(tids)))

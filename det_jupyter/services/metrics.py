@@ -143,11 +143,14 @@ def _ordinals(reports: list[Report], counts: dict[str, int]) -> list[int]:
 
 
 def _rows(trial_id: int, run_id: int | None, reports: list[Report], ordinals: list[int],
-          stamps: list[str]) -> Iterator[tuple]:
-    """The metric rows of new reports. Each row is made (its body encoded) as it is taken:
-    PostgreSQL stores the rows COPY has sent while the next ones are encoded."""
-    return ((trial_id, run_id, r.group, r.steps_completed, r.report_time, _body(r.metrics), False, _lod(n), stamp)
-            for r, n, stamp in zip(reports, ordinals, stamps, strict=True))
+          stamps: list[str], bodies: list[str]) -> Iterator[tuple]:
+    """The metric rows of new reports. Each row is made (its body encoded, and added to
+    ``bodies``) as it is taken: PostgreSQL stores the rows COPY has sent while the next ones
+    are encoded."""
+    for r, n, stamp in zip(reports, ordinals, stamps, strict=True):
+        body = _body(r.metrics)
+        bodies.append(body)
+        yield trial_id, run_id, r.group, r.steps_completed, r.report_time, body, False, _lod(n), stamp
 
 
 def _insert_rows(conn: sa.Connection, rows: Iterable[tuple]) -> None:
@@ -233,8 +236,9 @@ class MetricService:
             counts = dict(trial.report_counts or {})
             ordinals = _ordinals(fresh, counts)
             stamps = [time_text(r.report_time) for r in fresh]
-            _insert_rows(conn, _rows(trial_id, trial.run_id, fresh, ordinals, stamps))
-            stored.append(conn, trial_id, trial.summary, fresh, ordinals, stamps)
+            bodies: list[str] = []
+            _insert_rows(conn, _rows(trial_id, trial.run_id, fresh, ordinals, stamps, bodies))
+            stored.append(conn, trial_id, trial.summary, fresh, ordinals, stamps, bodies)
             validations = [r for r in fresh if r.group == "validation"]
             best = trial.best_validation
             searcher = trial.config.get("searcher", {})

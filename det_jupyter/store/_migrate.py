@@ -145,8 +145,10 @@ def _v6_metric_time_text(conn: sa.Connection) -> None:
 
 
 def _v7_metric_series(conn: sa.Connection) -> None:
-    """metric_series, empty: the trials already stored keep their charts built from the rows
-    (their stored series never look complete), new reports fill it."""
+    """metric_series and metric_series_steps, empty: the trials already stored keep their
+    charts built from the rows (their stored series never look complete), new reports fill
+    them."""
+    t.metric_series_steps.create(conn, checkfirst=True)
     t.metric_series.create(conn, checkfirst=True)
 
 

@@ -264,10 +264,21 @@ CHART_INDEXES = {
                            postgresql_where=sa.text("lod >= 3")).ddl_if(dialect="postgresql"),
 }
 
-# Each metric's chart points, pre-encoded at ingestion (services/_metric_series.py): the points
-# of one name among its group's reports with ordinals in [block * BLOCK, (block + 1) * BLOCK),
-# comma-joined in arrival order, and their number. A chart of a whole history reads these few
-# rows instead of every report's JSON, where they provably hold the answer.
+# Each metric's chart points, encoded at ingestion (services/_metric_series.py), by blocks of
+# a group's reports: the part of each point every metric shares, once per report (``heads``),
+# and each metric's own part (``members``), newline-separated in arrival order, with their
+# numbers. A chart of a whole history reads these few rows instead of every report's JSON,
+# where they provably hold the answer.
+metric_series_steps = sa.Table(
+    "metric_series_steps",
+    metadata,
+    sa.Column("trial_id", sa.Integer, nullable=False),
+    sa.Column("mgroup", sa.String(64), nullable=False),
+    sa.Column("block", sa.Integer, nullable=False),
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("heads", sa.Text, nullable=False),
+    sa.PrimaryKeyConstraint("trial_id", "mgroup", "block"),
+)
 metric_series = sa.Table(
     "metric_series",
     metadata,
@@ -276,7 +287,7 @@ metric_series = sa.Table(
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("block", sa.Integer, nullable=False),
     sa.Column("n", sa.Integer, nullable=False),
-    sa.Column("points", sa.Text, nullable=False),
+    sa.Column("members", sa.Text, nullable=False),
     sa.PrimaryKeyConstraint("trial_id", "mgroup", "name", "block"),
 )
 

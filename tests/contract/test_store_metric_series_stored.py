@@ -70,6 +70,10 @@ def test_a_whole_history_comes_from_the_stored_series_and_equals_the_rows(
             t.metric_series.c.trial_id == tid, t.metric_series.c.mgroup == "training",
             t.metric_series.c.name == "loss").order_by(t.metric_series.c.block)).all()
     assert blocks == [(0, 32), (1, 32), (2, 32), (3, 4)]
+    with engine.connect() as conn:
+        heads = conn.execute(sa.select(t.metric_series_steps.c.block, t.metric_series_steps.c.n).where(
+            t.metric_series_steps.c.trial_id == tid, t.metric_series_steps.c.mgroup == "validation")).all()
+    assert heads == [(0, 4)]
 
 
 def test_a_chart_with_room_for_every_point_is_stored_one_that_needs_thinning_is_not(
@@ -140,13 +144,15 @@ def test_reports_at_a_step_another_group_reached_keep_the_stored_series(
     assert set(_stored(engine, tid, "training", "loss")) == {tid}
 
 
-def test_a_trial_stored_before_the_table_existed_is_read_from_the_rows(
-    engine: sa.Engine, metrics: MetricService
+@pytest.mark.parametrize("table", ["metric_series", "metric_series_steps"])
+def test_a_trial_stored_before_the_tables_existed_is_read_from_the_rows(
+    engine: sa.Engine, metrics: MetricService, table: str
 ) -> None:
     _, _, tid = make_world(engine)
     metrics.ingest(tid, 1, _reports("training", range(1, 21)))
     with engine.begin() as conn:
-        conn.execute(sa.delete(t.metric_series).where(t.metric_series.c.block == 0))  # as if before
+        gone = t.metadata.tables[table]
+        conn.execute(sa.delete(gone).where(gone.c.block == 0))  # as if stored before
     metrics.ingest(tid, 1, _reports("training", range(21, 41)))
     assert _stored(engine, tid, "training", "loss") == {}
     assert [p["batches"] for p in json.loads(metrics.series([tid], "training", ["loss"])[tid])] == list(range(1, 41))
@@ -162,5 +168,5 @@ def test_deleting_an_experiment_deletes_its_stored_series(engine: sa.Engine, met
     with engine.begin() as conn:
         _purge.purge_experiments(conn, [exp_id], "c-1")
     with engine.connect() as conn:
-        left = conn.execute(sa.select(t.metric_series.c.trial_id).distinct()).scalars().all()
-    assert left == [kept]
+        for table in (t.metric_series, t.metric_series_steps):
+            assert conn.execute(sa.select(table.c.trial_id).distinct()).scalars().all() == [kept]

@@ -210,6 +210,7 @@ def test_v7_adds_the_stored_series_and_earlier_trials_chart_from_their_rows(engi
     metrics.ingest(trial_id, None, [Report("training", s, {"loss": 1.0 / s}, 1.0 + s) for s in range(1, 6)])
     with engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE metric_series"))
+        conn.execute(sa.text("DROP TABLE metric_series_steps"))
         conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version >= 7))
     assert migrate(engine) == max(number for number, _ in _migrate.MIGRATIONS)
     test_every_table_exists(engine)
