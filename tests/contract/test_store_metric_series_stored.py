@@ -69,7 +69,7 @@ def test_a_whole_history_comes_from_the_stored_series_and_equals_the_rows(
         blocks = conn.execute(sa.select(t.metric_series.c.block, t.metric_series.c.n).where(
             t.metric_series.c.trial_id == tid, t.metric_series.c.mgroup == "training",
             t.metric_series.c.name == "loss").order_by(t.metric_series.c.block)).all()
-    assert blocks == [(0, 32), (1, 32), (2, 32), (3, 4)]
+    assert blocks == [(0, 64), (1, 36)]
     with engine.connect() as conn:
         heads = conn.execute(sa.select(t.metric_series_steps.c.block, t.metric_series_steps.c.n).where(
             t.metric_series_steps.c.trial_id == tid, t.metric_series_steps.c.mgroup == "validation")).all()
