@@ -129,10 +129,12 @@ def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_p
         cursor.execute(_COUNTS.format(ids=ids))
         expected = {}
         for tid, summary, counts in cursor.fetchall():
+            reports = _decoded(counts).get(group)
+            if not reports or (max_points and reports > max_points):
+                continue  # (the summary, the larger one, is decoded only where it may pass)
             stats = (_decoded(summary).get(group) or {}).get(name)
-            count = stats.get("count") if stats else None
-            if count and count == _decoded(counts).get(group) and (not max_points or count <= max_points):
-                expected[tid] = count
+            if stats and stats.get("count") == reports:
+                expected[tid] = reports
         if not expected:
             return {}
         cursor.execute(_BLOCKS.format(ids=",".join(map(str, expected)), mark=mark), (group, name))
