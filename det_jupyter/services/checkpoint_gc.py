@@ -37,6 +37,7 @@ log = logging.getLogger("det_jupyter.checkpoint_gc")
 _UUID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,63}")
 _TERMINAL = [s.value for s in TERMINAL]
 _CHUNK = 500
+COALESCE_S = 0.5  # how long the worker waits for more work before a round of collections
 
 
 def storage_root(config: dict[str, Any]) -> Path | None:
@@ -121,6 +122,9 @@ class CheckpointGC:
                 self._cond.wait_for(lambda: self._stopping or self._experiments or self._dirs)
                 if self._stopping and not self._dirs:
                     return
+                # A moment for more to come: trials that end together (an ASHA rung, a
+                # search of short trials) then share one collection of their experiment.
+                self._cond.wait_for(lambda: self._stopping, timeout=COALESCE_S)
                 exps, self._experiments = self._experiments, []
                 dirs, self._dirs = self._dirs, []
                 self._busy = True

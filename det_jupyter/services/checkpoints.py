@@ -20,6 +20,7 @@ class CheckpointService:
         self._engine = engine
         self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
+        self._storage_ids: dict[str, int] = {}  # config key -> id (rows are never deleted)
 
     def report(self, ckpt: dict, *, trial_id: int | None, task_id: str | None, allocation_id: str | None) -> None:
         """Store a completed checkpoint and make it the trial's latest if it is the newest."""
@@ -86,13 +87,17 @@ class CheckpointService:
     def storage_id(self, config: Any) -> int:
         """The id of a checkpoint-storage config (``runs/start`` returns it)."""
         key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+        found = self._storage_ids.get(key)  # every run of an experiment asks for the same one
+        if found is not None:
+            return found
         with self._engine.begin() as conn:
             found = conn.execute(
                 sa.select(t.checkpoint_storages.c.id).where(t.checkpoint_storages.c.config_key == key)
             ).scalar()
-            if found is not None:
-                return found
-            return conn.execute(
-                sa.insert(t.checkpoint_storages).values(config_key=key, config=config or {})
-                .returning(t.checkpoint_storages.c.id)
-            ).scalar_one()
+            if found is None:
+                found = conn.execute(
+                    sa.insert(t.checkpoint_storages).values(config_key=key, config=config or {})
+                    .returning(t.checkpoint_storages.c.id)
+                ).scalar_one()
+        self._storage_ids[key] = found
+        return found

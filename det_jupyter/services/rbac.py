@@ -111,15 +111,20 @@ class RbacService:
 
     def workspace_of_task(self, task_id: str) -> int:
         """An interactive task's workspace, or its trial's experiment's for a trial task."""
-        with self._reader.connect() as conn:
-            ws = conn.execute(sa.select(t.commands.c.workspace_id)
-                              .where(t.commands.c.task_id == task_id)).scalar()
-            if ws is not None:
-                return ws
-            trial = conn.execute(sa.select(t.allocations.c.trial_id)
-                                 .where(t.allocations.c.task_id == task_id).limit(1)).scalar()
+        # A trial task is its trial's for good: which trial is kept (beside the workspaces, as
+        # ("task", id) -> trial id), and the trial's workspace looked up as any trial's.
+        trial = self._where.get(("task", task_id))
         if trial is None:
-            raise NotFound(f"task {task_id} not found")
+            with self._reader.connect() as conn:
+                ws = conn.execute(sa.select(t.commands.c.workspace_id)
+                                  .where(t.commands.c.task_id == task_id)).scalar()
+                if ws is not None:
+                    return ws
+                trial = conn.execute(sa.select(t.trials.c.id).where(t.trials.c.task_id == task_id)).scalar()
+            if trial is None:
+                raise NotFound(f"task {task_id} not found")
+            with self._lock:
+                self._where[("task", task_id)] = trial
         return self.workspace_of_trial(trial)
 
     def workspaces_of_jobs(self, job_ids: list[str]) -> dict[str, tuple[int, bool]]:
