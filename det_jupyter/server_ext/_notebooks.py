@@ -87,8 +87,8 @@ def kill_proxied(handler: DetHandler, task_id: str, kind: str) -> Any:
     """End a notebook, TensorBoard or shell (UPDATE_NSC on its workspace, and its owner or an
     admin); returns its row afterwards."""
     handler.authorize_task(task_id)
-    handler.master.notebooks.visible(handler.user, task_id, kind)
-    handler.master.commands.kill(handler.user, task_id, kind)
+    row = handler.master.notebooks.visible(handler.user, task_id, kind)
+    handler.master.commands.kill(handler.user, task_id, kind, row=row)
     return handler.master.commands.get(task_id, kind)
 
 

@@ -272,8 +272,10 @@ class TimeSeriesHandler(DetHandler):
         views, _ = self.master.views.trials(trial_ids=trial_ids, count=False)
         views = [v for v in views if self._may_see(v.row.experiment_id)]  # others' trials: as if absent
         found = [v.row.id for v in views]
+        # The views' rows (by id: every column) give what the stored series are checked against.
+        known = [(v.row.id, v.row.summary, v.row.report_counts) for v in views]
         by_group = {
-            g: self.master.metrics.series(found, g, names, max_points=max_points,
+            g: self.master.metrics.series(found, g, names, max_points=max_points, known=known,
                                           start=self.int_arg("startBatches"), end=self.int_arg("endBatches"))
             for g, names in wanted.items()
         }

@@ -32,6 +32,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..store import placeholder
 from ..store import tables as t
 
 # Reports per block: a history of 1,000 reports is 16 rows of each part; an append rewrites at
@@ -103,7 +104,7 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
     if disordered:
         for table in (t.metric_series, t.metric_series_steps):
             conn.execute(sa.delete(table).where(table.c.trial_id == trial_id, table.c.mgroup.in_(disordered)))
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    mark = placeholder(conn)
     rows = [(trial_id, group, block, len(texts), "".join(texts))
             for (group, block), texts in heads.items() if group not in disordered]
     if rows:
@@ -115,46 +116,59 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
         conn.exec_driver_sql(_UPSERT_MEMBERS.format(mark), rows)
 
 
-def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_points: int) -> dict[int, str]:
+def expected_counts(trials: Any, group: str, name: str, max_points: int) -> dict[int, int]:
+    """Which of ``trials`` (rows of ``id, summary, report_counts``) may be answered from their
+    stored series of ``name``, and with how many points: those where every report of the group
+    held the metric, at most ``max_points`` of them (0: any number)."""
+    expected = {}
+    for tid, summary, counts in trials:
+        reports = _decoded(counts).get(group)
+        if not reports or (max_points and reports > max_points):
+            continue  # (the summary, the larger one, is decoded only where it may pass)
+        stats = (_decoded(summary).get(group) or {}).get(name)
+        if stats and stats.get("count") == reports:
+            expected[tid] = reports
+    return expected
+
+
+def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_points: int,
+         known: Any = None) -> dict[int, str]:
     """The JSON array text of ``name``'s points, oldest step first, of each of the trials whose
     stored series is complete and holds at most ``max_points`` points (0: any number).
+    ``known``: the trials' rows of ``id, summary, report_counts`` where the caller has just
+    read them (else they are read here).
 
     Both reads go straight to the driver (SQLAlchemy's execution work per statement cost as
-    much as they do), each on a snapshot of its own: rows committed between them make the
+    much as they do), each on a snapshot of its own: rows committed after the counts make the
     blocks hold more than counted, and the trial is answered from the rows."""
-    ids = ",".join(str(int(tid)) for tid in trial_ids)
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     cursor = conn.connection.driver_connection.cursor()
     try:
-        cursor.execute(_COUNTS.format(ids=ids))
-        expected = {}
-        for tid, summary, counts in cursor.fetchall():
-            reports = _decoded(counts).get(group)
-            if not reports or (max_points and reports > max_points):
-                continue  # (the summary, the larger one, is decoded only where it may pass)
-            stats = (_decoded(summary).get(group) or {}).get(name)
-            if stats and stats.get("count") == reports:
-                expected[tid] = reports
+        if known is None:
+            cursor.execute(_COUNTS.format(ids=",".join(str(int(tid)) for tid in trial_ids)))
+            known = cursor.fetchall()
+        expected = expected_counts(known, group, name, max_points)
         if not expected:
             return {}
+        mark = placeholder(conn)
         cursor.execute(_BLOCKS.format(ids=",".join(map(str, expected)), mark=mark), (group, name))
         blocks = cursor.fetchall()
     finally:
         cursor.close()
     texts: dict[int, list[str]] = {}
     held: dict[int, int] = {}
+    refused: set[int] = set()
     for tid, n_heads, n_members, head_text, member_text in blocks:
         if n_heads != n_members:  # cannot happen where the counts agree; refused all the same
-            held[tid] = -1
+            refused.add(tid)
             continue
         both = [""] * (2 * n_heads)
         both[0::2] = head_text.split("\n")[:-1]  # each part ends with its newline
         both[1::2] = member_text.split("\n")[:-1]
         texts.setdefault(tid, []).append("".join(both))
-        if held.get(tid, 0) >= 0:
-            held[tid] = held.get(tid, 0) + n_heads
+        held[tid] = held.get(tid, 0) + n_heads
     # Every head starts with the comma before its point: the first one's goes.
-    return {tid: "[" + "".join(texts[tid])[1:] + "]" for tid, count in expected.items() if held.get(tid) == count}
+    return {tid: "[" + "".join(texts[tid])[1:] + "]" for tid, count in expected.items()
+            if tid not in refused and held.get(tid) == count}
 
 
 def _decoded(value: Any) -> dict:

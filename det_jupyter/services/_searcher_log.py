@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import searcher as search
+from ..store import placeholder
 from ..store import tables as t
 
 SNAPSHOT_EVERY = 500
@@ -200,5 +201,5 @@ def _driver_sql(conn: sa.Connection, sql: str, params: tuple) -> None:
     engine's begin hook; SQLAlchemy commits or rolls it back.
     """
     driver = conn.connection.driver_connection
-    marker = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    marker = placeholder(conn)
     driver.execute(sql.format(marker), params).close()

@@ -184,10 +184,13 @@ class CommandService:
 
     # -- control ------------------------------------------------------------------------
 
-    def kill(self, user: User, task_id: str, kind: str = "COMMAND", reason: str | None = None) -> None:
+    def kill(self, user: User, task_id: str, kind: str = "COMMAND", reason: str | None = None,
+             row: Any = None) -> None:
         """End the task. Who may is the caller's check (UPDATE_NSC on its workspace; the
-        proxied kinds also need their owner or an admin: ``NotebookService.visible``)."""
-        row = self.get(task_id, kind)
+        proxied kinds also need their owner or an admin: ``NotebookService.visible``).
+        ``row``: the task's row (``get``), where the caller has just read it."""
+        if row is None:
+            row = self.get(task_id, kind)
         if reason:
             with self._engine.begin() as conn:
                 conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id)

@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..errors import Conflict, InvalidRequest, NotFound
-from ..store import reader
+from ..store import placeholder, reader
 from ..store import tables as t
 from . import _metric_charts as charts
 from . import _metric_series as stored
@@ -163,7 +163,7 @@ def _insert_rows(conn: sa.Connection, rows: Iterable[tuple]) -> None:
             for row in rows:
                 copy.write_row(row)
         return
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    mark = placeholder(conn)
     conn.exec_driver_sql(
         f"INSERT INTO metrics ({_METRIC_COLUMNS}) VALUES ({', '.join([mark] * 9)})", list(rows)
     )
@@ -307,10 +307,11 @@ class MetricService:
 
     def series(
         self, trial_ids: list[int], group: str, names: list[str], *, max_points: int = 0,
-        start: int | None = None, end: int | None = None,
+        start: int | None = None, end: int | None = None, known: Any = None,
     ) -> dict[int, str]:
         """Chosen metrics of several trials for charts: {trial: JSON array text of points
-        ``{"batches", "time", "values": {name: value}}``}, oldest step first.
+        ``{"batches", "time", "values": {name: value}}``}, oldest step first. ``known``: the
+        trials' rows of ``id, summary, report_counts``, where the caller has just read them.
 
         With ``max_points``, each trial keeps at most that many reports: its first and last,
         and every 2**L-th report between, L the smallest level that fits — found through the
@@ -332,7 +333,7 @@ class MetricService:
         with self._reader.connect() as conn:
             if len(names) == 1 and start is None and end is None:
                 # Whole histories of one metric: from the stored series where they are complete.
-                found = stored.read(conn, trial_ids, group, names[0], maxp)
+                found = stored.read(conn, trial_ids, group, names[0], maxp, known)
                 out.update(found)
                 trial_ids = [tid for tid in trial_ids if tid not in found]
                 if not trial_ids:

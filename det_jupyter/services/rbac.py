@@ -42,6 +42,7 @@ class RbacService:
         self._lock = threading.Lock()
         self._grants: dict[int, Grants] = {}
         self._where: dict[tuple[str, object], int] = {}
+        self._trial_of_task: dict[str, int] = {}  # a trial task's trial: its for good
 
     # -- caches ---------------------------------------------------------------------------
 
@@ -50,6 +51,7 @@ class RbacService:
         with self._lock:
             self._grants.clear()
             self._where.clear()
+            self._trial_of_task.clear()
 
     def grants(self, user: User) -> Grants:
         hit = self._grants.get(user.id)
@@ -111,9 +113,9 @@ class RbacService:
 
     def workspace_of_task(self, task_id: str) -> int:
         """An interactive task's workspace, or its trial's experiment's for a trial task."""
-        # A trial task is its trial's for good: which trial is kept (beside the workspaces, as
-        # ("task", id) -> trial id), and the trial's workspace looked up as any trial's.
-        trial = self._where.get(("task", task_id))
+        # A trial task's trial is kept, and its workspace looked up as any trial's (moves
+        # invalidate that one).
+        trial = self._trial_of_task.get(task_id)
         if trial is None:
             with self._reader.connect() as conn:
                 ws = conn.execute(sa.select(t.commands.c.workspace_id)
@@ -124,7 +126,9 @@ class RbacService:
             if trial is None:
                 raise NotFound(f"task {task_id} not found")
             with self._lock:
-                self._where[("task", task_id)] = trial
+                if len(self._trial_of_task) > 100_000:
+                    self._trial_of_task.clear()
+                self._trial_of_task[task_id] = trial
         return self.workspace_of_trial(trial)
 
     def workspaces_of_jobs(self, job_ids: list[str]) -> dict[str, tuple[int, bool]]:

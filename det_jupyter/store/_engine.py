@@ -92,6 +92,12 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
 IDLE_PING_S = 10.0
 
 
+def placeholder(conn: sa.Connection) -> str:
+    """The driver's own parameter mark, for SQL run straight on its cursor: ``?`` (sqlite3) or
+    ``%s`` (psycopg)."""
+    return "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+
 def reader(engine: sa.Engine) -> sa.Engine:
     """The engine for read-only work. On PostgreSQL its connections run in autocommit, which
     saves a read the BEGIN and ROLLBACK round trips of a transaction it does not need (each

@@ -170,3 +170,31 @@ def test_deleting_an_experiment_deletes_its_stored_series(engine: sa.Engine, met
     with engine.connect() as conn:
         for table in (t.metric_series, t.metric_series_steps):
             assert conn.execute(sa.select(table.c.trial_id).distinct()).scalars().all() == [kept]
+
+
+def test_counts_the_caller_read_give_the_same_answer_and_a_stale_read_falls_back_to_the_rows(
+    engine: sa.Engine, metrics: MetricService
+) -> None:
+    """The chart route passes the trial view's summary and report counts (``known``) instead of
+    reading them again. Read before more reports landed, they count fewer than the blocks hold:
+    the trial is then answered from the rows, which hold the new reports too."""
+    from det_jupyter.services.views import Views
+
+    _, _, tid = make_world(engine)
+    metrics.ingest(tid, 1, _reports("training", range(1, 70)))
+    views = Views(engine)
+
+    def known() -> list[tuple]:
+        (view,), _ = views.trials(trial_ids=[tid], count=False)
+        return [(view.row.id, view.row.summary, view.row.report_counts)]
+
+    fresh = known()
+    with engine.connect() as conn:
+        assert stored.read(conn, [tid], "training", "loss", 0, fresh) == _stored(engine, tid, "training", "loss")
+    assert metrics.series([tid], "training", ["loss"], known=fresh) == metrics.series([tid], "training", ["loss"])
+    metrics.ingest(tid, 1, _reports("training", range(70, 75)))
+    with engine.connect() as conn:
+        assert stored.read(conn, [tid], "training", "loss", 0, fresh) == {}  # 69 counted, 74 held
+    points = json.loads(metrics.series([tid], "training", ["loss"], known=fresh)[tid])
+    assert [p["batches"] for p in points] == list(range(1, 75))
+    assert metrics.series([tid], "training", ["loss"], known=known()) == metrics.series([tid], "training", ["loss"])
