@@ -31,10 +31,14 @@ def authorize_task(handler: DetHandler, task_id: str) -> None:
 
 
 def authorize_allocation(handler: DetHandler, allocation_id: str) -> None:
-    try:
-        task_id = handler.master.allocations.get(allocation_id).task_id
-    except Exception:  # noqa: BLE001 - any lookup failure hides the allocation
-        raise NotFound(f"allocation {allocation_id} not found") from None
+    p = handler.principal
+    if isinstance(p, AllocationPrincipal) and p.allocation_id == allocation_id:
+        task_id = p.task_id  # a task asking about its own allocation: its task is known
+    else:
+        try:
+            task_id = handler.master.allocations.get(allocation_id).task_id
+        except Exception:  # noqa: BLE001 - any lookup failure hides the allocation
+            raise NotFound(f"allocation {allocation_id} not found") from None
     authorize_task(handler, task_id)
 
 

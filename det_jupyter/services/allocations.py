@@ -18,14 +18,14 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from .. import scheduler
-from ..errors import Conflict, NotFound, Unauthenticated
-from ..store import reader
+from ..errors import Conflict, InvalidRequest, NotFound, Unauthenticated
+from ..store import reader, single_statement
 from ..store import tables as t
 from . import _alloc_rows as rows
 from ._clock import Clock
 from ._gang import PORT_BASE, PORT_BLOCK, PORT_BLOCKS, Container, Gang, free_port
 from ._states import AllocState
-from .auth import AllocationPrincipal, AuthService, new_token, token_hash
+from .auth import AllocationPrincipal, AuthService, new_token, token_hash, user_of_row
 
 log = logging.getLogger("det_jupyter.allocations")
 
@@ -60,6 +60,19 @@ class Launcher(Protocol):
     def released(self, allocation_id: str, agent_id: str | None = None) -> None: ...
 
 
+# The users columns a User is made of (``user_of_row``), read with a task's allocation.
+_OWNER_COLUMNS = [t.users.c[name] for name in ("id", "username", "admin", "active", "display_name", "modified_at")]
+
+
+# Preempt and kill, each one statement where the allocation has started: a pending one ends
+# instead, an ended one stays as it is.
+_STARTED = sa.and_(t.allocations.c.allocation_id == sa.bindparam("target"),
+                   t.allocations.c.state.not_in([AllocState.PENDING.value, AllocState.TERMINATED.value]))
+_ASK_TO_STOP = sa.update(t.allocations).where(_STARTED).values(preempt_requested=True)
+_TERMINATE = (sa.update(t.allocations).where(_STARTED, t.allocations.c.agent_id.is_not(None))
+              .values(state=AllocState.TERMINATING.value).returning(*t.allocations.c))
+
+
 @dataclass
 class _Live:
     preempt: asyncio.Event
@@ -75,6 +88,7 @@ class AllocationService:
         self._next_block = random.randrange(PORT_BLOCKS)  # see _gang.free_port
         self._engine = engine
         self._reader = reader(engine)  # read-only work: no transaction round trips
+        self._single = single_statement(engine)  # one-statement writes: no transaction round trips
         self._clock = clock
         self._auth = auth
         self._live: dict[str, _Live] = {}
@@ -102,9 +116,11 @@ class AllocationService:
         priority: int,
         resource_pool: str,
         job_id: str | None = None,
+        before: int | None = None,
     ) -> str:
-        """Insert a PENDING allocation for ``task_id`` inside the caller's transaction."""
-        n = conn.execute(rows.COUNT_OF_TASK, {"task_id": task_id}).scalar_one()
+        """Insert a PENDING allocation for ``task_id`` inside the caller's transaction
+        (``before``: how many the task had, where the caller knows)."""
+        n = before if before is not None else conn.execute(rows.COUNT_OF_TASK, {"task_id": task_id}).scalar_one()
         allocation_id = f"{task_id}.{n + 1}"
         now = self._clock.now()
         conn.execute(rows.INSERT, {
@@ -251,7 +267,7 @@ class AllocationService:
                 ended.append((allocation_id, *done))
         if not ended:
             if started:
-                with self._engine.begin() as conn:
+                with self._single.begin() as conn:
                     conn.execute(rows.RUNNING, {"ids": started})
                 self.on_change()
             return
@@ -339,18 +355,14 @@ class AllocationService:
 
     def preempt(self, allocation_id: str, timeout_s: float) -> None:
         """Ask the task to checkpoint and exit; kill it if it has not within ``timeout_s``."""
-        alloc = self.get(allocation_id)
-        if alloc.state == AllocState.TERMINATED.value:
-            return
-        if alloc.state == AllocState.PENDING.value:
-            self.exited(allocation_id, None, "canceled before it started")
-            return
-        with self._engine.begin() as conn:
-            conn.execute(
-                sa.update(t.allocations)
-                .where(t.allocations.c.allocation_id == allocation_id)
-                .values(preempt_requested=True)
-            )
+        # One statement where it has started (the usual case); the row is read only otherwise.
+        with self._single.begin() as conn:
+            asked = conn.execute(_ASK_TO_STOP, {"target": allocation_id}).rowcount
+        if not asked:
+            alloc = self.get(allocation_id)
+            if alloc.state == AllocState.PENDING.value:
+                self.exited(allocation_id, None, "canceled before it started")
+            return  # else it has ended
         live = self._live.setdefault(allocation_id, _Live(preempt=asyncio.Event()))
         live.preempt.set()
         if live.kill_timer is None:
@@ -359,18 +371,14 @@ class AllocationService:
 
     def kill(self, allocation_id: str) -> None:
         """Stop the allocation now (SIGKILL on its agent; a pending one just ends)."""
-        alloc = self.get(allocation_id)
-        if alloc.state == AllocState.TERMINATED.value:
+        # One statement where it is on an agent (the usual case); the row is read only otherwise.
+        with self._single.begin() as conn:
+            alloc = conn.execute(_TERMINATE, {"target": allocation_id}).first()
+        if alloc is None:
+            alloc = self.get(allocation_id)
+            if alloc.state != AllocState.TERMINATED.value:
+                self.exited(allocation_id, None, "killed before it started")
             return
-        if alloc.state == AllocState.PENDING.value or alloc.agent_id is None:
-            self.exited(allocation_id, None, "killed before it started")
-            return
-        with self._engine.begin() as conn:
-            conn.execute(
-                sa.update(t.allocations)
-                .where(t.allocations.c.allocation_id == allocation_id)
-                .values(state=AllocState.TERMINATING.value)
-            )
         assert self.launcher is not None
         for agent_id in rows.agents_of(alloc):
             self.launcher.kill(agent_id, allocation_id)
@@ -391,16 +399,25 @@ class AllocationService:
                     t.allocations.c.state,
                     t.trials.c.experiment_id,
                     sa.func.coalesce(t.experiments.c.owner_id, t.commands.c.owner_id).label("owner_id"),
+                    *_OWNER_COLUMNS,
                 )
                 .select_from(t.allocations)
                 .join(t.trials, t.trials.c.id == t.allocations.c.trial_id, isouter=True)
                 .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id, isouter=True)
                 .join(t.commands, t.commands.c.task_id == t.allocations.c.task_id, isouter=True)
+                .join(t.users, t.users.c.id == sa.func.coalesce(t.experiments.c.owner_id, t.commands.c.owner_id),
+                      isouter=True)
                 .where(t.allocations.c.token_hash == key)
             ).first()
         if row is None or row.state == AllocState.TERMINATED.value:
             raise Unauthenticated("invalid allocation token (the task has ended)")
-        user = self._auth.user_by_id(row.owner_id) if row.owner_id is not None else self._auth.user_by_name("admin")
+        # The owner's row comes with the allocation's (a task without an owner acts as admin).
+        if row.owner_id is None:
+            user = self._auth.user_by_name("admin")
+        elif row.id is None:
+            raise InvalidRequest(f"no user with id {row.owner_id}")
+        else:
+            user = user_of_row(row)
         principal = AllocationPrincipal(
             allocation_id=row.allocation_id,
             task_id=row.task_id,

@@ -99,7 +99,8 @@ class AllocationPrincipal:
     user: User
 
 
-def _user(row: sa.Row) -> User:
+def user_of_row(row: sa.Row) -> User:
+    """A User from a row holding the users table's columns."""
     return User(
         id=row.id,
         username=row.username,
@@ -161,7 +162,7 @@ class AuthService:
                 raise Forbidden("invalid credentials")
             if not row.active:
                 raise Forbidden(f"user {username} is deactivated; ask an admin to reactivate it")
-            return self._open_session(conn, row.id), _user(row)
+            return self._open_session(conn, row.id), user_of_row(row)
 
     def logout(self, token: str) -> None:
         """End a login session. An access token is left alone (``det token revoke`` ends it):
@@ -199,7 +200,7 @@ class AuthService:
             raise Unauthenticated("invalid or expired token; log in again (det user login)")
         if not row.active:
             raise Unauthenticated("this user is deactivated")
-        user = _user(row)
+        user = user_of_row(row)
         if len(self._checked) >= _SESSION_CACHE_MAX:
             self._checked.clear()
         self._checked[key] = (time.monotonic(), row.expires_at, user)
@@ -210,18 +211,18 @@ class AuthService:
             row = conn.execute(sa.select(t.users).where(t.users.c.id == user_id)).first()
         if row is None:
             raise InvalidRequest(f"no user with id {user_id}")
-        return _user(row)
+        return user_of_row(row)
 
     def user_by_name(self, username: str) -> User:
         with self._reader.connect() as conn:
             row = conn.execute(sa.select(t.users).where(t.users.c.username == username)).first()
         if row is None:
             raise InvalidRequest(f"no user named {username!r}")
-        return _user(row)
+        return user_of_row(row)
 
     def list_users(self) -> list[User]:
         with self._reader.connect() as conn:
-            return [_user(r) for r in conn.execute(sa.select(t.users).order_by(t.users.c.id))]
+            return [user_of_row(r) for r in conn.execute(sa.select(t.users).order_by(t.users.c.id))]
 
     def ensure_user(self, username: str, *, admin: bool = False) -> User:
         """The user named ``username``, created (active, with a random password nobody
@@ -238,7 +239,7 @@ class AuthService:
                 row = conn.execute(sa.select(t.users).where(t.users.c.username == username)).one()
                 if self.on_user_created is not None:
                     self.on_user_created(conn, row.id, admin=admin)
-        return _user(row)
+        return user_of_row(row)
 
     def session_for(self, username: str) -> str:
         """Open a session for a user without a password (the local operator, e.g. `up`)."""

@@ -14,8 +14,7 @@ import sqlalchemy as sa
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
-from .auth import User
-from .auth import _user as user_from_row
+from .auth import User, user_of_row
 from .rbac import RbacService
 
 MAX_NAME = 255
@@ -63,7 +62,7 @@ class GroupService:
             members = conn.execute(
                 sa.select(t.users).join(t.group_members, t.group_members.c.user_id == t.users.c.id)
                 .where(t.group_members.c.group_id == group_id).order_by(t.users.c.id)).all()
-        users = tuple(user_from_row(m) for m in members)
+        users = tuple(user_of_row(m) for m in members)
         return Group(row.id, row.name, len(users), users)
 
     def search(self, *, user_id: int | None = None, name: str | None = None, offset: int = 0,

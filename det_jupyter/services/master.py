@@ -209,14 +209,9 @@ class Master:
         they are fed, with those of other trials, in one transaction per experiment at the next
         loop turn; without a hook, before this returns.
         """
-        validations = self.metrics.ingest(trial_id, run_id, reports)
+        validations, trial = self.metrics.ingest(trial_id, run_id, reports)
         if not validations:
             return
-        with self.engine.connect() as conn:
-            trial = conn.execute(
-                sa.select(t.trials.c.experiment_id, t.trials.c.request_id, t.trials.c.state)
-                .where(t.trials.c.id == trial_id)
-            ).one()
         if trial.state != "ACTIVE":
             return  # a stopping trial's late validations don't move the search
         self.searcher_batch.add(trial.experiment_id, [

@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -33,6 +33,15 @@ class Report:
     steps_completed: int
     metrics: dict
     report_time: float
+
+
+class Ingested(NamedTuple):
+    """What an ingestion stored: its new validation reports, and the trial's row as the
+    ingestion read it (with ``experiment_id``, ``request_id``, ``state``; None when nothing
+    was new)."""
+
+    validations: list[Report]
+    trial: Any = None
 
 
 MAX_STEPS = 2**31 - 1  # the steps column is a 32-bit integer on PostgreSQL
@@ -195,6 +204,7 @@ _INGEST_TRIAL = (
     sa.select(
         t.trials.c.id, t.trials.c.run_id, t.trials.c.summary, t.trials.c.total_batches,
         t.trials.c.best_validation, t.trials.c.report_counts, t.experiments.c.config,
+        t.trials.c.experiment_id, t.trials.c.request_id, t.trials.c.state,
     )
     .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
     .where(t.trials.c.id == sa.bindparam("trial_id"))
@@ -213,10 +223,10 @@ class MetricService:
         self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
 
-    def ingest(self, trial_id: int, run_id: int | None, reports: list[Report]) -> list[Report]:
-        """Store reports of one trial run; returns the validation reports that were new."""
+    def ingest(self, trial_id: int, run_id: int | None, reports: list[Report]) -> Ingested:
+        """Store reports of one trial run."""
         if not reports:
-            return []
+            return Ingested([])
         with self._engine.begin() as conn:
             trial = conn.execute(_INGEST_TRIAL, {"trial_id": trial_id}).first()
             if trial is None:
@@ -232,7 +242,7 @@ class MetricService:
             else:
                 fresh = self._drop_known(conn, trial_id, reports)
             if not fresh:
-                return []
+                return Ingested([])
             counts = dict(trial.report_counts or {})
             ordinals = _ordinals(fresh, counts)
             stamps = [time_text(r.report_time) for r in fresh]
@@ -251,7 +261,7 @@ class MetricService:
                 "trial_id": trial_id, "summary": update_summary(trial.summary, fresh),
                 "best_validation": best, "total_batches": total, "report_counts": counts,
             })
-        return validations
+        return Ingested(validations, trial)
 
     def _drop_known(self, conn: sa.Connection, trial_id: int, reports: list[Report]) -> list[Report]:
         lo = min(r.steps_completed for r in reports)

@@ -117,12 +117,13 @@ class RbacService:
         # invalidate that one).
         trial = self._trial_of_task.get(task_id)
         if trial is None:
-            with self._reader.connect() as conn:
-                ws = conn.execute(sa.select(t.commands.c.workspace_id)
-                                  .where(t.commands.c.task_id == task_id)).scalar()
-                if ws is not None:
-                    return ws
-                trial = conn.execute(sa.select(t.trials.c.id).where(t.trials.c.task_id == task_id)).scalar()
+            with self._reader.connect() as conn:  # both kinds in one round trip
+                ws, trial = conn.execute(sa.select(
+                    sa.select(t.commands.c.workspace_id).where(t.commands.c.task_id == task_id).scalar_subquery(),
+                    sa.select(t.trials.c.id).where(t.trials.c.task_id == task_id).scalar_subquery(),
+                )).one()
+            if ws is not None:
+                return ws
             if trial is None:
                 raise NotFound(f"task {task_id} not found")
             with self._lock:

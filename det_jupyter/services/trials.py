@@ -56,6 +56,15 @@ _REQUEST_INFO = (
     .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
     .where(t.trials.c.id == _P("trial_id"))
 )
+# The searcher's stop of a trial that is neither stopping nor over, in one statement: its id,
+# or None where it did not apply.
+_SEARCHER_STOP = (
+    sa.update(t.trials)
+    .where(t.trials.c.experiment_id == _P("exp_id"), t.trials.c.request_id == _P("stop_request"),
+           t.trials.c.state.not_in(sorted(s.value for s in TERMINAL | STOPPING)))
+    .values(state=State.STOPPING_COMPLETED.value, searcher_stopped=True)
+    .returning(t.trials.c.id)
+)
 DEFAULT_PRIORITY = 42
 
 
@@ -118,10 +127,11 @@ class TrialService:
             .returning(t.trials.c.id)
         ).scalar_one()
         if exp.state != State.PAUSED.value:
-            self._request(conn, trial_id, exp.config)
+            self._request(conn, trial_id, exp.config, first=True)
         return trial_id
 
-    def _request(self, conn: sa.Connection, trial_id: int, config: dict) -> None:
+    def _request(self, conn: sa.Connection, trial_id: int, config: dict, *, first: bool = False) -> None:
+        """Ask for the trial's next allocation (``first``: a trial just created, which has none)."""
         row = conn.execute(_REQUEST_INFO, {"trial_id": trial_id}).one()
         res = config.get("resources", {})
         slots = int(res.get("slots_per_trial", 1))
@@ -136,6 +146,7 @@ class TrialService:
             priority=row.priority if row.priority is not None else int(res.get("priority") or DEFAULT_PRIORITY),
             resource_pool=pool,
             job_id=row.job_id,
+            before=0 if first else None,
         )
         if self._allocs.launcher is not None:
             self._deferred.append(self._allocs.launcher.schedule_soon)
@@ -151,18 +162,11 @@ class TrialService:
         ).scalar()
 
     def searcher_stop(self, conn: sa.Connection, exp_id: int, request_id: str) -> None:
-        """The searcher is done with this trial: ask it to stop at its next check."""
-        trial = conn.execute(
-            sa.select(t.trials).where(t.trials.c.experiment_id == exp_id, t.trials.c.request_id == request_id)
-        ).first()
-        if trial is None or State(trial.state) in TERMINAL or State(trial.state) in STOPPING:
-            return
-        conn.execute(
-            sa.update(t.trials)
-            .where(t.trials.c.id == trial.id)
-            .values(state=State.STOPPING_COMPLETED.value, searcher_stopped=True)
-        )
-        self._stop_allocation_later(conn, trial.id, graceful=True)
+        """The searcher is done with this trial: ask it to stop at its next check (unless it
+        is stopping or over already)."""
+        trial_id = conn.execute(_SEARCHER_STOP, {"exp_id": exp_id, "stop_request": request_id}).scalar()
+        if trial_id is not None:
+            self._stop_allocation_later(conn, trial_id, graceful=True)
 
     def _stop_allocation_later(self, conn: sa.Connection, trial_id: int, *, graceful: bool) -> None:
         alloc_id = self._open_allocation(conn, trial_id)

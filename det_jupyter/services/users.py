@@ -26,8 +26,7 @@ from ..errors import Conflict, Forbidden, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
-from .auth import AuthService, User, client_hash, hash_password, token_hash
-from .auth import _user as user_from_row
+from .auth import AuthService, User, client_hash, hash_password, token_hash, user_of_row
 from .rbac import UNCATEGORIZED, RbacService
 
 BUILTIN_ADMIN = "admin"
@@ -147,7 +146,7 @@ class UserService:
             row = conn.execute(sa.select(t.users).where(t.users.c.id == user_id)).first()
         if row is None:
             raise NotFound(f"user {user_id} not found")
-        return user_from_row(row)
+        return user_of_row(row)
 
     def list(self, *, active: bool | None = None, admin: bool | None = None, name: str | None = None,
              sort_by: str = "", descending: bool = False, offset: int = 0,
@@ -176,7 +175,7 @@ class UserService:
         with self._reader.connect() as conn:
             total = conn.execute(sa.select(sa.func.count()).select_from(t.users).where(*where)).scalar_one()
             rows = conn.execute(q.offset(offset)).all()
-        return [user_from_row(r) for r in rows], total
+        return [user_of_row(r) for r in rows], total
 
     # -- writes ----------------------------------------------------------------------------
 

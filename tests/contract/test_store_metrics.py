@@ -61,8 +61,8 @@ def test_history_filters_by_group_and_pages(metrics: MetricService, trial_id: in
 
 def test_retried_batch_is_stored_once(metrics: MetricService, engine: sa.Engine, trial_id: int) -> None:
     batch = [training(1, 0.9), training(2, 0.8), validation(2, 0.85)]
-    assert metrics.ingest(trial_id, 1, batch) == [validation(2, 0.85)]
-    assert metrics.ingest(trial_id, 1, batch) == []  # a retry after a lost reply
+    assert metrics.ingest(trial_id, 1, batch).validations == [validation(2, 0.85)]
+    assert metrics.ingest(trial_id, 1, batch).validations == []  # a retry after a lost reply
     assert _steps(metrics.history(trial_id)) == [("training", 1), ("training", 2), ("validation", 2)]
     summary = _trial_row(engine, trial_id).summary
     assert summary["training"]["loss"]["count"] == 2
@@ -75,14 +75,14 @@ def test_duplicate_within_one_batch_is_stored_once(metrics: MetricService, trial
 
 def test_same_step_in_another_group_is_not_a_duplicate(metrics: MetricService, trial_id: int) -> None:
     metrics.ingest(trial_id, 1, [training(4, 0.4)])
-    assert metrics.ingest(trial_id, 1, [validation(4, 0.5)]) == [validation(4, 0.5)]
+    assert metrics.ingest(trial_id, 1, [validation(4, 0.5)]).validations == [validation(4, 0.5)]
     assert metrics.count(trial_id) == 2
 
 
 def test_only_new_validation_reports_are_returned(metrics: MetricService, trial_id: int) -> None:
-    first = metrics.ingest(trial_id, 1, [training(1, 0.9), validation(1, 0.7)])
+    first = metrics.ingest(trial_id, 1, [training(1, 0.9), validation(1, 0.7)]).validations
     assert [(r.group, r.steps_completed, r.metrics) for r in first] == [("validation", 1, {"loss": 0.7})]
-    assert metrics.ingest(trial_id, 1, [training(2, 0.6)]) == []
+    assert metrics.ingest(trial_id, 1, [training(2, 0.6)]).validations == []
 
 
 def test_summary_tracks_last_min_max_count(metrics: MetricService, engine: sa.Engine, trial_id: int) -> None:
@@ -151,9 +151,9 @@ def test_archived_rows_are_hidden_and_can_be_reported_again(
 
 def test_ten_thousand_reports_in_one_call(metrics: MetricService, engine: sa.Engine, trial_id: int) -> None:
     batch = [training(s, 1.0 / s) for s in range(1, 10_001)]
-    assert metrics.ingest(trial_id, 1, batch) == []
+    assert metrics.ingest(trial_id, 1, batch).validations == []
     assert metrics.count(trial_id) == 10_000
-    assert metrics.ingest(trial_id, 1, batch) == []  # the whole batch retried: still once
+    assert metrics.ingest(trial_id, 1, batch).validations == []  # the whole batch retried: still once
     assert metrics.count(trial_id) == 10_000
     history = metrics.history(trial_id, "training")
     assert [h["steps_completed"] for h in history] == list(range(1, 10_001))
