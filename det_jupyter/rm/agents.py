@@ -212,9 +212,7 @@ class AgentRM:
     def _meta(self, alloc_id: str) -> tuple[str, int | None]:
         meta = self._alloc_meta.get(alloc_id)
         if meta is None:
-            alloc = self._allocs.get(alloc_id)
-            meta = (alloc.task_id, alloc.trial_id)
-            self._alloc_meta[alloc_id] = meta
+            meta = self._alloc_meta[alloc_id] = self._allocs.task_of(alloc_id)
         return meta
 
     # -- the Launcher protocol (used by AllocationService) ------------------------------
@@ -342,6 +340,7 @@ class AgentRM:
                         self.agents[c.agent_id].used.pop(alloc_id, None)
         for alloc_id, alloc_specs in specs.items():
             for c, spec in zip(gangs[alloc_id], alloc_specs, strict=True):
+                self._logs.new_container(alloc_id, c.agent_id)
                 self.start(c.agent_id, alloc_id, spec)
         return len(specs)
 

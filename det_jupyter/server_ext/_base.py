@@ -130,7 +130,9 @@ class DetHandler(web.RequestHandler):
         return ws
 
     def authorize_trial(self, trial_id: int, perm: Perm | None = None) -> int:
-        ws = self.master.rbac.workspace_of_trial(trial_id)
+        own = self._own_experiment(trial_id=trial_id)
+        ws = (self.master.rbac.workspace_of_trial(trial_id) if own is None
+              else self.master.rbac.workspace_of_experiment(own))
         self.authorize(ws, f"trial {trial_id}", perm)
         return ws
 
@@ -140,9 +142,20 @@ class DetHandler(web.RequestHandler):
         return ws
 
     def authorize_task(self, task_id: str, perm: Perm | None = None) -> int:
-        ws = self.master.rbac.workspace_of_task(task_id)
+        own = self._own_experiment(task_id=task_id)
+        ws = (self.master.rbac.workspace_of_task(task_id) if own is None
+              else self.master.rbac.workspace_of_experiment(own))
         self.authorize(ws, f"task {task_id}", perm)
         return ws
+
+    def _own_experiment(self, *, trial_id: int | None = None, task_id: str | None = None) -> int | None:
+        """A trial's task asking about its own trial or task: its experiment, whose workspace
+        is kept per experiment (instead of a lookup per trial)."""
+        p = self.principal
+        if (isinstance(p, AllocationPrincipal) and p.trial_id is not None and p.experiment_id is not None
+                and (trial_id == p.trial_id or task_id == p.task_id)):
+            return p.experiment_id
+        return None
 
     def authorize_model(self, name: str, perm: Perm | None = None) -> int:
         ws = self.master.rbac.workspace_of_model(name)

@@ -81,6 +81,9 @@ class _Live:
     containers: set[str] = field(default_factory=set)
     failure: tuple[int, str | None] | None = None
     port: int | None = None
+    # (task id, trial id) where this master placed it: then its preemption is this entry's
+    # (``preempt`` is the only way to ask for one), and its task needs no lookup.
+    task: tuple[str, int | None] | None = None
 
 
 class AllocationService:
@@ -213,11 +216,11 @@ class AllocationService:
             specs_of = self.owner.build_specs_many(runs, conn)
         for alloc, gang, _ in runs:
             placed[alloc.allocation_id] = (specs_of[alloc.allocation_id], list(gang.containers), gang.rendezvous_port)
-        for allocation_id, (_, gang, port) in placed.items():
             if self._pending_view is not None:
-                self._pending_view.pop(allocation_id, None)
-            self._live[allocation_id] = _Live(
-                preempt=asyncio.Event(), containers={c.agent_id for c in gang}, port=port)
+                self._pending_view.pop(alloc.allocation_id, None)
+            self._live[alloc.allocation_id] = _Live(
+                preempt=asyncio.Event(), containers={c.agent_id for c in gang.containers},
+                port=gang.rendezvous_port, task=(alloc.task_id, alloc.trial_id))
         return {allocation_id: specs for allocation_id, (specs, _, _) in placed.items()}
 
     def started(self, allocation_id: str) -> None:
@@ -428,12 +431,22 @@ class AllocationService:
         self._principals[key] = principal
         return principal
 
+    def task_of(self, allocation_id: str) -> tuple[str, int | None]:
+        """The allocation's task id and trial id (None: not a trial's)."""
+        live = self._live.get(allocation_id)
+        if live is not None and live.task is not None:
+            return live.task
+        alloc = self.get(allocation_id)
+        return alloc.task_id, alloc.trial_id
+
     async def wait_preemption(self, allocation_id: str, timeout_s: float) -> bool:
         """Block up to ``timeout_s`` until the allocation is asked to stop; the answer."""
-        alloc = self.get(allocation_id)
-        if alloc.preempt_requested or alloc.state == AllocState.TERMINATED.value:
-            return True
-        live = self._live.setdefault(allocation_id, _Live(preempt=asyncio.Event()))
+        live = self._live.get(allocation_id)
+        if live is None or live.task is None:  # not placed by this master: its row says
+            alloc = self.get(allocation_id)
+            if alloc.preempt_requested or alloc.state == AllocState.TERMINATED.value:
+                return True
+            live = self._live.setdefault(allocation_id, _Live(preempt=asyncio.Event()))
         if timeout_s > 0:
             try:
                 await asyncio.wait_for(live.preempt.wait(), timeout=timeout_s)

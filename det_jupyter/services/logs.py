@@ -33,14 +33,21 @@ class LogService:
         self._last_seq: dict[tuple[str, str], int] = {}  # per container: (allocation, agent)
         self._changed = asyncio.Event()
 
+    def new_container(self, allocation_id: str, agent_id: str) -> None:
+        """An allocation's container this master is about to start: it has no lines yet, so
+        its first batch needs no lookup of the last one stored."""
+        self._last_seq[(allocation_id, agent_id)] = -1
+
     def append_agent_lines(
         self, *, task_id: str, allocation_id: str, trial_id: int | None, agent_id: str, lines: list[dict]
     ) -> int:
         """Store a batch from an agent, dropping lines already stored (by ``seq``, which counts
         per container: each agent of a gang numbers its own lines)."""
         key = (allocation_id, agent_id)
-        last = self._last_seq.get(key, -1)
-        if last < 0 and lines:
+        last = self._last_seq.get(key)
+        if last is None:
+            if not lines:
+                return 0
             with self._reader.connect() as conn:
                 last = conn.execute(
                     sa.select(sa.func.coalesce(sa.func.max(t.task_logs.c.seq), -1)).where(
