@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import sqlalchemy as sa
 
-from det_jupyter.errors import Conflict, Unauthenticated
+from det_jupyter.errors import Conflict, NotFound, Unauthenticated
 from det_jupyter.services._clock import FakeClock
 from det_jupyter.services.allocations import AllocationService, Container, Gang
 from det_jupyter.services.auth import AuthService, token_hash
@@ -278,3 +280,52 @@ def test_an_agent_back_after_a_restart_ends_what_died_with_it(
     assert rm.agents["agent-1"].used == {kept: [0]}
     refused = rm.hello("agent-2", {"slots": slots, "resource_pool": "gpu"}, sent.append)
     assert refused is not None and "resource pool 'gpu' does not exist" in refused
+
+
+def test_preempt_and_kill_by_state(allocs: AllocationService, engine: sa.Engine, owner: RecordingOwner) -> None:
+    """Preempt and kill are one conditional UPDATE where the allocation has started; a pending
+    one ends instead, and an ended one is left as it is."""
+    launcher = allocs.launcher = RecordingLauncher()
+    pending, placed, ended = (request(engine, allocs, f"task-{n}") for n in "abc")
+    place(allocs, placed)
+    place(allocs, ended)
+    allocs.exited(ended, 0, None)
+
+    async def preempt_all() -> list[bool]:
+        for alloc_id in (pending, placed, ended):
+            allocs.preempt(alloc_id, timeout_s=3600)
+        return [await allocs.wait_preemption(a, 0) for a in (placed, ended)]
+
+    assert asyncio.run(preempt_all()) == [True, True]
+    assert owner.exits == [(ended, 0, None), (pending, None, "canceled before it started")]
+    assert allocs.get(pending).state == "TERMINATED"
+    assert (allocs.get(placed).state, allocs.get(placed).preempt_requested) == ("RUNNING", True)
+    assert allocs.get(ended).preempt_requested is False  # not asked: it had ended
+
+    other = request(engine, allocs, "task-d")
+    for alloc_id in (placed, ended, other):
+        allocs.kill(alloc_id)
+    assert launcher.kills == [("agent-1", placed)]
+    assert allocs.get(placed).state == "TERMINATING"
+    assert (allocs.get(ended).state, allocs.get(ended).exit_code) == ("TERMINATED", 0)
+    assert owner.exits[-1] == (other, None, "killed before it started")
+    with pytest.raises(NotFound):
+        allocs.kill("no-such-allocation")
+    with pytest.raises(NotFound):
+        allocs.preempt("no-such-allocation", 1)
+
+
+def test_a_placed_allocations_task_and_preemption_without_this_masters_memory(
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock
+) -> None:
+    """What this master placed is answered from memory; another master (a restart) reads the
+    rows and gets the same answers."""
+    _, _, trial_id = make_world(engine)
+    alloc_id = request(engine, allocs, "trial-task", trial_id)
+    place(allocs, alloc_id)
+    with engine.begin() as conn:  # the row says "asked to stop"; this master never asked
+        conn.execute(sa.update(t.allocations).values(preempt_requested=True))
+    restarted = AllocationService(engine, clock, AuthService(engine, clock))
+    assert allocs.task_of(alloc_id) == restarted.task_of(alloc_id) == ("trial-task", trial_id)
+    assert asyncio.run(restarted.wait_preemption(alloc_id, 0)) is True
+    assert asyncio.run(allocs.wait_preemption(alloc_id, 0)) is False  # only preempt() asks

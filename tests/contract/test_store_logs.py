@@ -137,3 +137,13 @@ def test_each_container_of_a_gang_numbers_its_own_lines(logs: LogService, engine
         assert fresh.append_agent_lines(task_id=TASK, allocation_id=ALLOC, trial_id=TRIAL, agent_id=agent,
                                         lines=lines(range(4))) == 1
     assert len(logs.query(task_id=TASK)) == 8
+
+
+def test_a_new_container_stores_its_first_batch_and_still_drops_replays(logs: LogService) -> None:
+    """A container this master is starting has no lines: its first batch is stored without
+    looking for the last one, and the replays after it are still dropped."""
+    logs.new_container(ALLOC, "agent-1")
+    assert append(logs, []) == 0
+    assert append(logs, lines(range(0, 4))) == 4
+    assert append(logs, lines(range(2, 6))) == 2
+    assert [r.seq for r in logs.query(task_id=TASK)] == [0, 1, 2, 3, 4, 5]
