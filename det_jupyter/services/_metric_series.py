@@ -116,7 +116,7 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
         conn.exec_driver_sql(_UPSERT_MEMBERS.format(mark), rows)
 
 
-def expected_counts(trials: Any, group: str, name: str, max_points: int) -> dict[int, int]:
+def _expected(trials: Any, group: str, name: str, max_points: int) -> dict[int, int]:
     """Which of ``trials`` (rows of ``id, summary, report_counts``) may be answered from their
     stored series of ``name``, and with how many points: those where every report of the group
     held the metric, at most ``max_points`` of them (0: any number)."""
@@ -146,7 +146,7 @@ def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_p
         if known is None:
             cursor.execute(_COUNTS.format(ids=",".join(str(int(tid)) for tid in trial_ids)))
             known = cursor.fetchall()
-        expected = expected_counts(known, group, name, max_points)
+        expected = _expected(known, group, name, max_points)
         if not expected:
             return {}
         mark = placeholder(conn)

@@ -53,6 +53,13 @@ class RbacService:
             self._where.clear()
             self._trial_of_task.clear()
 
+    def _remember(self, cache: dict, key: object, value: int) -> None:
+        """Keep a location (a cache grown past 100,000 entries starts over)."""
+        with self._lock:
+            if len(cache) > 100_000:
+                cache.clear()
+            cache[key] = value
+
     def grants(self, user: User) -> Grants:
         hit = self._grants.get(user.id)
         if hit is not None:
@@ -83,10 +90,7 @@ class RbacService:
             ws = conn.execute(query()).scalar()
         if ws is None:
             raise NotFound(f"{kind} {key} not found")
-        with self._lock:
-            if len(self._where) > 100_000:
-                self._where.clear()
-            self._where[(kind, key)] = ws
+        self._remember(self._where, (kind, key), ws)
         return ws
 
     def workspace_of_project(self, project_id: int) -> int:
@@ -126,10 +130,7 @@ class RbacService:
                 return ws
             if trial is None:
                 raise NotFound(f"task {task_id} not found")
-            with self._lock:
-                if len(self._trial_of_task) > 100_000:
-                    self._trial_of_task.clear()
-                self._trial_of_task[task_id] = trial
+            self._remember(self._trial_of_task, task_id, trial)
         return self.workspace_of_trial(trial)
 
     def workspaces_of_jobs(self, job_ids: list[str]) -> dict[str, tuple[int, bool]]:
