@@ -295,6 +295,8 @@ class AgentRM:
         placed = 0
         pending = 0
         try:
+            if not self._allocs.any_pending():  # nothing to place, and nothing to preempt for
+                return
             snap = self.snapshot()
             marks.append(time.perf_counter())
             pending = len(snap.pending)

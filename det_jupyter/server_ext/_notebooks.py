@@ -3,6 +3,7 @@ reached through ``/proxy/{id}/``)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from ..errors import InvalidRequest
@@ -85,11 +86,14 @@ def launch_warnings(handler: DetHandler, row: Any) -> list[str]:
 
 def kill_proxied(handler: DetHandler, task_id: str, kind: str) -> Any:
     """End a notebook, TensorBoard or shell (UPDATE_NSC on its workspace, and its owner or an
-    admin); returns its row afterwards."""
+    admin); returns its row afterwards. The proxy stops routing to it first."""
     handler.authorize_task(task_id)
     row = handler.master.notebooks.visible(handler.user, task_id, kind)
-    handler.master.commands.kill(handler.user, task_id, kind, row=row)
-    return handler.master.commands.get(task_id, kind)
+    handler.master.notebooks.drop(task_id)
+    state = handler.master.commands.kill(handler.user, task_id, kind, row=row)
+    if state is None:  # it ended (or had): the row changed in more than its state
+        return handler.master.commands.get(task_id, kind)
+    return SimpleNamespace(**{**row._asdict(), "alloc_state": state})
 
 
 def set_proxied_priority(handler: DetHandler, task_id: str, kind: str) -> Any:
@@ -137,7 +141,6 @@ class NotebookKillHandler(DetHandler):
 
     def post(self, task_id: str) -> None:
         row = kill_proxied(self, task_id, "NOTEBOOK")
-        self.master.notebooks.drop(task_id)
         self.send({"notebook": notebook_json(row, False)})
 
 

@@ -73,6 +73,20 @@ _TERMINATE = (sa.update(t.allocations).where(_STARTED, t.allocations.c.agent_id.
               .values(state=AllocState.TERMINATING.value).returning(*t.allocations.c))
 
 
+# Allocations in some states as the scheduler sees them, with their job's queue fields.
+_VIEW_ROWS = (
+    sa.select(
+        t.allocations.c.allocation_id, t.allocations.c.state, t.allocations.c.slots, t.allocations.c.priority,
+        t.allocations.c.resource_pool, t.allocations.c.submitted_at, t.allocations.c.job_id,
+        t.allocations.c.trial_id, t.allocations.c.agent_id, t.allocations.c.slot_ids,
+        t.allocations.c.placement, t.allocations.c.preempt_requested,
+        t.jobs.c.priority.label("job_priority"), t.jobs.c.weight, t.jobs.c.max_slots, t.jobs.c.queue_position,
+    )
+    .select_from(t.allocations.outerjoin(t.jobs, t.jobs.c.job_id == t.allocations.c.job_id))
+    .where(t.allocations.c.state.in_(sa.bindparam("states", expanding=True)))
+)
+
+
 @dataclass
 class _Live:
     preempt: asyncio.Event
@@ -372,8 +386,10 @@ class AllocationService:
             loop = asyncio.get_event_loop()
             live.kill_timer = loop.call_later(timeout_s, self.kill, allocation_id)
 
-    def kill(self, allocation_id: str) -> None:
-        """Stop the allocation now (SIGKILL on its agent; a pending one just ends)."""
+    def kill(self, allocation_id: str) -> str | None:
+        """Stop the allocation now (SIGKILL on its agent; a pending one just ends). Returns
+        the state it is now in where that is all the kill wrote (TERMINATING: on an agent), or
+        None where it ended (it was pending) or had ended already."""
         # One statement where it is on an agent (the usual case); the row is read only otherwise.
         with self._single.begin() as conn:
             alloc = conn.execute(_TERMINATE, {"target": allocation_id}).first()
@@ -381,10 +397,11 @@ class AllocationService:
             alloc = self.get(allocation_id)
             if alloc.state != AllocState.TERMINATED.value:
                 self.exited(allocation_id, None, "killed before it started")
-            return
+            return None
         assert self.launcher is not None
         for agent_id in rows.agents_of(alloc):
             self.launcher.kill(agent_id, allocation_id)
+        return alloc.state
 
     # -- the task's own calls -----------------------------------------------------------
 
@@ -513,26 +530,22 @@ class AllocationService:
         or ended. Every write to pending rows goes through this service (or calls
         ``invalidate``) in the event loop's thread, so the copy never lags a committed change.
         """
+        running = [rows.as_running(r) for r in self._view_rows(*rows.LIVE_STATES)]
+        return list(self._waiting().values()), running
+
+    def any_pending(self) -> bool:
+        """Whether an allocation waits to be placed (from the kept pending view)."""
+        return bool(self._waiting())
+
+    def _waiting(self) -> dict[str, scheduler.Request]:
         if self._pending_view is None:
             waiting = self._view_rows(AllocState.PENDING.value)
             self._pending_view = {r.allocation_id: rows.as_request(r) for r in waiting}
-        running = [rows.as_running(r) for r in self._view_rows(*rows.LIVE_STATES)]
-        return list(self._pending_view.values()), running
+        return self._pending_view
 
     def _view_rows(self, *states: str) -> list[Any]:
-        a, j = t.allocations, t.jobs
-        q = (
-            sa.select(
-                a.c.allocation_id, a.c.state, a.c.slots, a.c.priority, a.c.resource_pool,
-                a.c.submitted_at, a.c.job_id, a.c.trial_id, a.c.agent_id, a.c.slot_ids,
-                a.c.placement, a.c.preempt_requested,
-                j.c.priority.label("job_priority"), j.c.weight, j.c.max_slots, j.c.queue_position,
-            )
-            .select_from(a.outerjoin(j, j.c.job_id == a.c.job_id))
-            .where(a.c.state.in_(states))
-        )
         with self._reader.connect() as conn:
-            return list(conn.execute(q))
+            return list(conn.execute(_VIEW_ROWS, {"states": list(states)}))
 
     def recover(self) -> list[sa.Row]:
         """After a master restart: every allocation that was placed died with the old master

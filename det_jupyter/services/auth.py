@@ -30,6 +30,12 @@ SESSION_LIFESPAN_S = 30 * 24 * 3600
 # requests a second, and on PostgreSQL each check is a few round trips. Logout forgets it at once.
 SESSION_CACHE_S = 1.0
 _SESSION_CACHE_MAX = 1024
+# The per-request lookups, built once (building a statement and its cache key per call cost
+# more than running it on SQLite).
+_SESSION_USER = (sa.select(t.users, t.user_sessions.c.expires_at, t.user_sessions.c.revoked)
+                 .join(t.user_sessions, t.user_sessions.c.user_id == t.users.c.id)
+                 .where(t.user_sessions.c.token_hash == sa.bindparam("key")))
+_USER_BY_ID = sa.select(t.users).where(t.users.c.id == sa.bindparam("target"))
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 
 
@@ -191,11 +197,7 @@ class AuthService:
         if hit is not None and time.monotonic() - hit[0] < SESSION_CACHE_S and hit[1] >= self._clock.now():
             return hit[2]
         with self._reader.connect() as conn:
-            row = conn.execute(
-                sa.select(t.users, t.user_sessions.c.expires_at, t.user_sessions.c.revoked)
-                .join(t.user_sessions, t.user_sessions.c.user_id == t.users.c.id)
-                .where(t.user_sessions.c.token_hash == key)
-            ).first()
+            row = conn.execute(_SESSION_USER, {"key": key}).first()
         if row is None or row.revoked or row.expires_at < self._clock.now():
             raise Unauthenticated("invalid or expired token; log in again (det user login)")
         if not row.active:
@@ -208,7 +210,7 @@ class AuthService:
 
     def user_by_id(self, user_id: int) -> User:
         with self._reader.connect() as conn:
-            row = conn.execute(sa.select(t.users).where(t.users.c.id == user_id)).first()
+            row = conn.execute(_USER_BY_ID, {"target": user_id}).first()
         if row is None:
             raise InvalidRequest(f"no user with id {user_id}")
         return user_of_row(row)

@@ -146,7 +146,7 @@ class CommandService:
     def get(self, task_id: str, kind: str | None = "COMMAND") -> sa.Row:
         """The task ``task_id`` (of ``kind``, when given; another kind is not found)."""
         with self._reader.connect() as conn:
-            row = conn.execute(_listing().where(t.commands.c.task_id == task_id)).first()
+            row = conn.execute(_GET, {"target": task_id}).first()
         if row is None or (kind is not None and row.task_type != kind):
             what = (kind or "task").lower()
             raise NotFound(f"{what} {task_id} not found; det {_CLI.get(kind or '', 'cmd')} list "
@@ -185,10 +185,12 @@ class CommandService:
     # -- control ------------------------------------------------------------------------
 
     def kill(self, user: User, task_id: str, kind: str = "COMMAND", reason: str | None = None,
-             row: Any = None) -> None:
+             row: Any = None) -> str | None:
         """End the task. Who may is the caller's check (UPDATE_NSC on its workspace; the
         proxied kinds also need their owner or an admin: ``NotebookService.visible``).
-        ``row``: the task's row (``get``), where the caller has just read it."""
+        ``row``: the task's row (``get``), where the caller has just read it. Returns its
+        allocation's new state where that (and ``reason``) is all that changed in the row
+        (``AllocationService.kill``), else None."""
         if row is None:
             row = self.get(task_id, kind)
         if reason:
@@ -196,7 +198,8 @@ class CommandService:
                 conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id)
                              .values(exit_reason=reason))
         if row.allocation_id and row.alloc_state != AllocState.TERMINATED.value:
-            self._allocs.kill(row.allocation_id)
+            return self._allocs.kill(row.allocation_id)
+        return None
 
     # -- the AllocationOwner protocol ---------------------------------------------------
 
@@ -271,6 +274,11 @@ def _listing() -> sa.Select:
         .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
         .outerjoin(t.allocations, t.allocations.c.task_id == t.commands.c.task_id)
     )
+
+
+# One task by id, built once: building the listing's join (and its cache key) per call cost
+# three times what running it does on SQLite.
+_GET = _listing().where(t.commands.c.task_id == sa.bindparam("target"))
 
 
 class OwnerRouter:

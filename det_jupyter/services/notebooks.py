@@ -160,6 +160,8 @@ class NotebookService:
         if state == "PENDING":
             reason = queue_reason(row.job_id)
             return f"Queued: {reason}." if reason else "Queued: waiting for a free slot."
+        if state == "TERMINATING":
+            return f"This {what} is stopping."
         return {"notebook": "Starting JupyterLab…", "tensorboard": "Starting TensorBoard…"}.get(
             what, f"Starting the {what}…")
 

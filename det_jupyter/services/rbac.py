@@ -32,6 +32,13 @@ class Assignment:
     workspace_id: int | None
 
 
+# A task's workspace (an interactive task's) or trial (a trial task's), in one statement.
+_TASK_LOCATION = sa.select(
+    sa.select(t.commands.c.workspace_id).where(t.commands.c.task_id == sa.bindparam("target")).scalar_subquery(),
+    sa.select(t.trials.c.id).where(t.trials.c.task_id == sa.bindparam("target")).scalar_subquery(),
+)
+
+
 class RbacService:
     def __init__(self, engine: sa.Engine, default_role: str = "Editor") -> None:
         if default_role and default_role not in ROLES:
@@ -117,16 +124,18 @@ class RbacService:
 
     def workspace_of_task(self, task_id: str) -> int:
         """An interactive task's workspace, or its trial's experiment's for a trial task."""
-        # A trial task's trial is kept, and its workspace looked up as any trial's (moves
-        # invalidate that one).
+        # An interactive task's workspace is its own for good (no move changes it); a trial
+        # task's trial is kept, and its workspace looked up as any trial's (moves invalidate
+        # that one).
+        ws = self._where.get(("task", task_id))
+        if ws is not None:
+            return ws
         trial = self._trial_of_task.get(task_id)
         if trial is None:
             with self._reader.connect() as conn:  # both kinds in one round trip
-                ws, trial = conn.execute(sa.select(
-                    sa.select(t.commands.c.workspace_id).where(t.commands.c.task_id == task_id).scalar_subquery(),
-                    sa.select(t.trials.c.id).where(t.trials.c.task_id == task_id).scalar_subquery(),
-                )).one()
+                ws, trial = conn.execute(_TASK_LOCATION, {"target": task_id}).one()
             if ws is not None:
+                self._remember(self._where, ("task", task_id), ws)
                 return ws
             if trial is None:
                 raise NotFound(f"task {task_id} not found")

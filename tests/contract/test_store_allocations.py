@@ -329,3 +329,41 @@ def test_a_placed_allocations_task_and_preemption_without_this_masters_memory(
     assert allocs.task_of(alloc_id) == restarted.task_of(alloc_id) == ("trial-task", trial_id)
     assert asyncio.run(restarted.wait_preemption(alloc_id, 0)) is True
     assert asyncio.run(allocs.wait_preemption(alloc_id, 0)) is False  # only preempt() asks
+
+
+def test_a_pass_with_nothing_waiting_reads_nothing_and_a_kill_says_what_it_wrote(
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock
+) -> None:
+    """Every exit asks for a scheduling pass; where no allocation waits it runs no statement
+    (it would read the running ones for nothing). A kill returns TERMINATING where that state
+    is all it wrote, None where the allocation ended instead or had ended."""
+    from det_jupyter.rm.agents import AgentRM
+    from det_jupyter.services.logs import LogService
+
+    rm = AgentRM(allocs, LogService(engine, clock), clock)
+    allocs.launcher = rm
+    sent: list[dict] = []
+    assert rm.hello("agent-1", {"slots": [{"id": 0, "type": "cpu"}], "running": []}, sent.append) is None
+    statements: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement)
+
+    rm._schedule_pass()  # the first reads what waits once; the service keeps it since
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        rm._schedule_pass()
+        assert statements == []
+        waiting = request(engine, allocs, "task-a")
+        statements.clear()
+        rm._schedule_pass()
+        assert statements  # (the listener sees the passes' reads and writes)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    assert allocs.get(waiting).state == "ASSIGNED"
+    assert [m["type"] for m in sent] == ["start_task"]
+    assert allocs.kill(waiting) == "TERMINATING"
+    assert sent[-1] == {"type": "kill_task", "allocation_id": waiting}
+    queued = request(engine, allocs, "task-b")  # the only slot is taken: it stays pending
+    assert allocs.kill(queued) is None and allocs.get(queued).state == "TERMINATED"
+    assert allocs.kill(queued) is None

@@ -159,8 +159,16 @@ def test_det_tensorboard_start_list_kill(cluster: MasterProcess, experiment: tup
     listed = det("tensorboard", "list")
     assert tb_id in listed and str(experiment[1]) in listed
     assert det("tensorboard", "open", tb_id, "--no-browser").strip().startswith(url.split("?")[0])
-    assert f"Killed TensorBoard {tb_id}" in det("tensorboard", "kill", tb_id)
     client = cluster.admin()
+    proxied = nbh.proxy_client(client, tb_id, "tensorboard")
+    assert proxied.get(f"/proxy/{tb_id}/data/environment")  # routed while it runs
+    assert f"Killed TensorBoard {tb_id}" in det("tensorboard", "kill", tb_id)
+    # The kill drops the route before it answers: the next request is refused with why (it is
+    # stopping, or has ended), not sent on to a dying server ("not answering").
+    with pytest.raises(ApiError) as refused:
+        proxied.get(f"/proxy/{tb_id}/data/environment")
+    assert refused.value.status in (503, 404), refused.value
+    assert re.search(r"This tensorboard (is stopping|has ended)", str(refused.value.body)), refused.value
     wait_for(lambda: state(client, tb_id) == "STATE_TERMINATED", timeout=60,
              what=f"tensorboard {tb_id} killed")
 
