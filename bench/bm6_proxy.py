@@ -364,7 +364,7 @@ def main() -> None:
                     log(f"rep {rep + 1} {p}: " + ", ".join(f"{k} {v:.3g}" for k, v in run[p].items()))
                 runs.append(run)
             wall = time.time() - t0
-            routes = route_figures(master, 1 if a.smoke else 3, _point_at, _lab_listens)
+            routes = route_figures(master, 1 if a.smoke else 9, _point_at, _lab_listens)
             log("routes: " + ", ".join(f"{k} {v:.3g}" for k, v in routes.items() if isinstance(v, float)))
         finally:
             if master is not None:
