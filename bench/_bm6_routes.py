@@ -19,7 +19,8 @@ a port nothing listens on yet (swapped before its first probe, as the main BM-6 
   proxied request (the kill's own work included: authorized, the allocation's state written,
   its agent told). The kill goes over an API connection opened beforehand, as a client that
   keeps its connection (the ``det`` CLI's session, a UI) sends it; ``kill_request_ms`` is its
-  round trip alone.
+  round trip alone, ``refused_after_answer_ms`` the rest (one poll, over the connection the
+  route-add poll used: a browser's tab keeps its connection to the proxy).
 """
 
 from __future__ import annotations
@@ -67,29 +68,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def _poll(port: int, path: str, headers: dict[str, str], until: Callable[[int, bytes], bool],
-          timeout: float = 30) -> tuple[float, float]:
-    """GET ``path`` every half millisecond until ``until(status, body)``: when that answer
-    came, and the median time a GET took (the poll's resolution)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def _poll(conn: http.client.HTTPConnection, path: str, headers: dict[str, str],
+          until: Callable[[int, bytes], bool], timeout: float = 30) -> tuple[float, float]:
+    """GET ``path`` over ``conn`` every half millisecond until ``until(status, body)``: when
+    that answer came, and the median time a GET took (the poll's resolution). The connection
+    is kept across calls (reopened where the proxy closes it), as a browser keeps its own."""
     deadline = time.perf_counter() + timeout
     took: list[float] = []
-    try:
-        while time.perf_counter() < deadline:
-            sent = time.perf_counter()
-            conn.request("GET", path, headers=headers)
-            resp = conn.getresponse()
-            body = resp.read()
-            now = time.perf_counter()
-            took.append(now - sent)
-            if until(resp.status, body):
-                return now, sorted(took)[len(took) // 2]
-            if resp.getheader("Connection", "").lower() == "close":
-                conn.close()
-            time.sleep(0.0005)
-    finally:
-        conn.close()
-    raise RuntimeError(f"GET {path} on port {port}: no expected answer in {timeout:g} s")
+    while time.perf_counter() < deadline:
+        sent = time.perf_counter()
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()
+        now = time.perf_counter()
+        took.append(now - sent)
+        if resp.getheader("Connection", "").lower() == "close":
+            conn.close()  # http.client reconnects on the next request
+        if until(resp.status, body):
+            return now, sorted(took)[len(took) // 2]
+        time.sleep(0.0005)
+    raise RuntimeError(f"GET {path} on port {conn.port}: no expected answer in {timeout:g} s")
 
 
 def _one(master: MasterProcess, point_at: Callable[..., str | None],
@@ -119,13 +117,17 @@ def _one(master: MasterProcess, point_at: Callable[..., str | None],
     try:
         listening = times.get(timeout=30)
         api = _ApiConnection(master.url, client.token)
+        # One proxy connection for both phases: the tab that saw the notebook come up is the
+        # one that sees it go.
+        proxied = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
         try:
-            routed, poll = _poll(proxy_port, path, headers, lambda s, b: s == 200 and b == b"x" * 100)
+            routed, poll = _poll(proxied, path, headers, lambda s, b: s == 200 and b == b"x" * 100)
             killed = time.perf_counter()
             api.post(f"/api/v1/notebooks/{nb}/kill")
             answered_kill = time.perf_counter()
-            refused, _ = _poll(proxy_port, path, headers, lambda s, b: s != 200)
+            refused, _ = _poll(proxied, path, headers, lambda s, b: s != 200)
         finally:
+            proxied.close()
             api.close()
     finally:
         stop.set()
@@ -135,7 +137,8 @@ def _one(master: MasterProcess, point_at: Callable[..., str | None],
         return None
     return {"route_add_ms": (arrived - answered) * 1e3, "route_add_seen_ms": (routed - answered) * 1e3, "listen_to_route_ms": (routed - listening) * 1e3,
             "route_remove_ms": (refused - killed) * 1e3, "kill_request_ms": (answered_kill - killed) * 1e3,
-            "poll_get_ms": poll * 1e3}
+            "poll_get_ms": poll * 1e3,
+            "refused_after_answer_ms": (refused - answered_kill) * 1e3}
 
 
 class _ApiConnection:
@@ -206,4 +209,5 @@ def route_figures(master: MasterProcess, reps: int, point_at: Callable[..., str 
             "listen_to_route_ms": med("listen_to_route_ms"), "route_remove_ms": med("route_remove_ms"),
             "route_poll_get_ms": med("poll_get_ms"), "route_add_seen_ms": med("route_add_seen_ms"),
             "route_kill_request_ms": med("kill_request_ms"),
+            "route_refused_after_answer_ms": med("refused_after_answer_ms"),
             "route_runs": runs}

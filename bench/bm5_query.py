@@ -148,7 +148,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--n", type=int, default=50)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     add_db_arg(ap)
     a = ap.parse_args()
     if a.smoke:
