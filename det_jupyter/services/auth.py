@@ -69,7 +69,12 @@ def token_hash(token: str) -> str:
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(32)
+    """A random bearer token. Never one starting with ``-``: people pass tokens as command-line
+    arguments (``det token login TOKEN``), where a leading dash reads as an option."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
 
 
 def generate_password() -> str:
