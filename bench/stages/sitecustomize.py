@@ -5,7 +5,8 @@ Put this directory first on ``PYTHONPATH`` and name the functions to time in
 ``det_jupyter.cli.up`` process started with that environment (the benchmarks' masters) then
 records, for each call of each, when it began and how long it took (``time.perf_counter``,
 CLOCK_MONOTONIC: comparable with the benchmark's own clock), and writes them as JSON to
-``DET_PROF_OUT`` (default ``stages.json`` in the working directory) when it exits::
+``DET_PROF_OUT`` (default ``stages.json`` in the working directory; ``{pid}`` in it is replaced by
+the process id, for a benchmark that starts more than one master) when it exits::
 
     DET_PROF_STAGES=det_jupyter.server_ext._notebooks:kill_proxied,tornado.web:RequestHandler._execute \\
         PYTHONPATH=bench/stages .venv/bin/python bench/bm6_proxy.py --smoke
@@ -63,7 +64,8 @@ def _install(spec: str) -> None:
         wrap(name)
 
     def dump() -> None:
-        with open(os.environ.get("DET_PROF_OUT", "stages.json"), "w") as f:
+        out = os.environ.get("DET_PROF_OUT", "stages.json").replace("{pid}", str(os.getpid()))
+        with open(out, "w") as f:
             json.dump(calls, f)
 
     atexit.register(dump)

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from ..store import reader
 from ..store import tables as t
+from . import _metric_series as stored
 from ._states import AllocState
 
 # A trial view is every column but the metrics' ingestion bookkeeping (JSON decoded per row:
@@ -25,11 +26,29 @@ _LIVE_ALLOCATION_STATES = sa.select(t.allocations.c.trial_id, t.allocations.c.st
 # request cost more than running them), in one round trip: every column (a chart checks its
 # stored series against ``report_counts``) and the live allocations' states, joined by commas.
 _STATES_SEP = ","
-_TRIALS_BY_ID = (
-    sa.select(t.trials, sa.select(sa.func.aggregate_strings(t.allocations.c.state, _STATES_SEP))
-              .where(t.allocations.c.trial_id == t.trials.c.id, _LIVE)
-              .scalar_subquery().label("live_states"))
-    .where(t.trials.c.id.in_(sa.bindparam("ids", expanding=True))).order_by(t.trials.c.id))
+_TRIALS_WITH_LIVE_STATES = sa.select(
+    t.trials, sa.select(sa.func.aggregate_strings(t.allocations.c.state, _STATES_SEP))
+    .where(t.allocations.c.trial_id == t.trials.c.id, _LIVE).scalar_subquery().label("live_states"))
+_TRIALS_BY_ID = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id.in_(sa.bindparam("ids", expanding=True)))
+                 .order_by(t.trials.c.id))
+# The same on PostgreSQL as the driver's SQL, the ids one array (``_metric_series.read_with_rows``
+# sends it in one pipeline with the blocks of a chart): its text and fixed parameters, once.
+_PG_TRIALS_BY_ID: tuple[str, dict[str, Any]] | None = None
+
+
+def _pg_trials_by_id(dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
+    global _PG_TRIALS_BY_ID
+    if _PG_TRIALS_BY_ID is None:
+        compiled = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id == sa.func.any(sa.bindparam("ids", value=[])))
+                    .order_by(t.trials.c.id)
+                    .compile(dialect=dialect, compile_kwargs={"render_postcompile": True}))
+        _PG_TRIALS_BY_ID = compiled.string, {k: v for k, v in compiled.params.items() if k != "ids"}
+    return _PG_TRIALS_BY_ID
+
+
+def _trial_view(row: Any) -> TrialView:
+    """A trial's view from a row of ``_TRIALS_BY_ID``."""
+    return TrialView(row, set(row.live_states.split(_STATES_SEP)) if row.live_states else set())
 
 
 @dataclass
@@ -162,8 +181,7 @@ class Views:
         if (trial_ids is not None and exp_id is None and not (states or offset or limit or descending or count)):
             with self._reader.connect() as conn:
                 rows = conn.execute(_TRIALS_BY_ID, {"ids": list(trial_ids)}).all()
-            return [TrialView(r, set(r.live_states.split(_STATES_SEP)) if r.live_states else set())
-                    for r in rows], -1
+            return [_trial_view(r) for r in rows], -1
         q = sa.select(*_TRIAL_VIEW_COLUMNS)
         if exp_id is not None:
             q = q.where(t.trials.c.experiment_id == exp_id)
@@ -185,6 +203,22 @@ class Views:
             ids: Any = ([r.id for r in rows] if exp_id is None or offset or limit or states
                         else sa.select(t.trials.c.id).where(t.trials.c.experiment_id == exp_id))
             return self._with_allocation_states(conn, rows, ids), total
+
+    def trials_with_history(self, trial_ids: list[int], group: str, name: str,
+                            ) -> tuple[list[TrialView], dict[int, str]]:
+        """The trials' views, as ``trials(trial_ids=…, count=False)``, and the whole stored
+        histories of metric ``name`` of ``group`` of those whose stored series is complete
+        (``_metric_series.read``): a chart of one metric of a trial or a few, the trial page's.
+        On PostgreSQL both reads take one round trip (pipelined)."""
+        with self._reader.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                sql, params = _pg_trials_by_id(conn.dialect)
+                rows, histories = stored.read_with_rows(conn, sql, params, trial_ids, group, name)
+            else:
+                rows = conn.execute(_TRIALS_BY_ID, {"ids": list(trial_ids)}).all()
+                histories = stored.read(conn, [r.id for r in rows], group, name, 0,
+                                        [(r.id, r.summary, r.report_counts) for r in rows])
+        return [_trial_view(r) for r in rows], histories
 
     @staticmethod
     def _with_allocation_states(conn: sa.Connection, rows: list, ids: Any) -> list[TrialView]:

@@ -198,3 +198,35 @@ def test_counts_the_caller_read_give_the_same_answer_and_a_stale_read_falls_back
     points = json.loads(metrics.series([tid], "training", ["loss"], known=fresh)[tid])
     assert [p["batches"] for p in points] == list(range(1, 75))
     assert metrics.series([tid], "training", ["loss"], known=known()) == metrics.series([tid], "training", ["loss"])
+
+
+def test_trials_read_with_their_histories_are_the_two_reads_apart(engine: sa.Engine, metrics: MetricService) -> None:
+    """A trial page's chart reads the trials and the stored histories together (one round trip
+    on PostgreSQL, pipelined): the same views and the same points as reading them apart, a
+    trial whose series is incomplete answered from the rows, an unknown id absent."""
+    from det_jupyter.services.views import Views
+
+    from ._rows import make_trial
+
+    _, exp_id, whole = make_world(engine)
+    partial = make_trial(engine, exp_id)
+    empty = make_trial(engine, exp_id)
+    metrics.ingest(whole, 1, _reports("training", range(1, 80)))
+    metrics.ingest(partial, 1, _reports("training", range(1, 5)))
+    metrics.ingest(partial, 1, [Report("training", 5, {"acc": 1.0}, 1_764_000_100.0)])  # no loss
+    views = Views(engine)
+    ids = [whole, partial, empty, 987654]
+    got, histories = views.trials_with_history(ids, "training", "loss")
+    apart, _ = views.trials(trial_ids=ids, count=False)
+    assert [(tuple(v.row), v.alloc_states) for v in got] == [(tuple(v.row), v.alloc_states) for v in apart]
+    assert [v.row.id for v in got] == [whole, partial, empty]
+    assert set(histories) == {whole}
+    assert histories[whole] == _stored(engine, whole, "training", "loss")[whole]
+    found = [v.row.id for v in got]
+    known = [(v.row.id, v.row.summary, v.row.report_counts) for v in got]
+    together = metrics.series(found, "training", ["loss"], known=known, histories=histories)
+    assert together == metrics.series(found, "training", ["loss"])
+    assert [p["batches"] for p in json.loads(together[partial])] == [1, 2, 3, 4, 5]
+    assert together[empty] == "[]"
+    # A metric no trial reported: no stored history, every trial from the rows.
+    assert views.trials_with_history(ids, "training", "nosuch")[1] == {}

@@ -40,3 +40,9 @@ def test_views_by_id_show_what_views_by_experiment_show(engine: sa.Engine) -> No
         assert {k: getattr(row, k) for k in other._fields} == other._asdict()
     assert views.trial(busy).alloc_states == {"RUNNING", "TERMINATING"}
     assert views.trial(10**9) is None
+    # With a chart's stored histories (PostgreSQL: the driver's own statement, pipelined with
+    # the blocks): the same rows, field by field, and the same live states.
+    with_history, histories = views.trials_with_history([done, quiet, busy, first, 10**9], "training", "loss")
+    assert histories == {}
+    assert [(tuple(v.row), v.row._fields, v.alloc_states) for v in with_history] == [
+        (tuple(v.row), v.row._fields, v.alloc_states) for v in by_id]

@@ -33,6 +33,17 @@ def test_asha_search_completes_and_stops_losers(any_master: MasterProcess) -> No
     assert exp["bestTrialSearcherMetric"] == pytest.approx(best)
     stopped = [t for t in ts if t["totalBatchesProcessed"] < 20]
     assert "preempted at step" in trial_log_text(client, stopped[0]["id"])
+    # A trial page's chart: whole histories of one metric, read with the trials (one round trip
+    # on PostgreSQL), as the general route answers them, every training step in order.
+    ids = "&".join(f"trialIds={t['id']}" for t in ts[:3])
+    chart = f"/api/v1/trials/time-series?{ids}&metricNames=loss&group=training"
+    whole = client.get(chart)["trials"]
+    assert whole == client.get(chart + "&maxDatapoints=100000")["trials"]
+    assert sorted(c["trial"]["id"] for c in whole) == sorted(t["id"] for t in ts[:3])
+    for c in whole:
+        points = c["metrics"][0]["data"]
+        assert [p["batches"] for p in points] == training_steps(client, c["trial"]["id"])
+        assert all(p["values"]["loss"] == pytest.approx(1.0 / p["batches"]) for p in points)
 
 
 def test_crash_restarts_from_latest_checkpoint(master: MasterProcess) -> None:
