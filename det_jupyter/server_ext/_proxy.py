@@ -122,6 +122,8 @@ class ProxyHandler(websocket.WebSocketHandler):
     UPDATE_NSC on its workspace (``NotebookService.visible``); anyone else gets 404."""
 
     permissions = {m: Perm.UPDATE_NSC for m in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")}
+    #: Answered with the waiting page: a state the notebook is in, not a failure (not logged).
+    waiting_page = False
 
     @property
     def master(self) -> Any:
@@ -251,6 +253,7 @@ class ProxyHandler(websocket.WebSocketHandler):
             return found.wait_reason if found is not None else None
 
         text = reason or self.master.notebooks.waiting(row, queue_reason)
+        self.waiting_page = True
         ended = row.end_time is not None
         self.set_status(404 if ended else 503)
         self.set_header("Retry-After", "2")

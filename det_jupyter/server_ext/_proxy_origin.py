@@ -108,11 +108,13 @@ def proxy_application(master_settings: dict[str, Any]) -> web.Application:
     """A tornado app with the proxy's routes only, and the settings they read."""
     settings = {k: master_settings[k] for k in _SHARED_SETTINGS if k in master_settings}
     # Proxied traffic is the notebook's own: only failures go to the master's access log
-    # (formatting a line per proxied request cost about a tenth of the request).
+    # (formatting a line per proxied request cost about a tenth of the request). A waiting page
+    # (queued, starting, stopping, ended) is not one: a browser tab on a notebook that starts
+    # asks for it every 2 s, and Jupyter's log logs a 503 as an error with the request's headers.
     master_log = settings.get("log_function")
     if master_log is not None:
         def log_failures(handler: web.RequestHandler) -> None:
-            if handler.get_status() >= 400:
+            if handler.get_status() >= 400 and not getattr(handler, "waiting_page", False):
                 master_log(handler)
         settings["log_function"] = log_failures
     # Tickets in query strings are credentials: never in the access log.

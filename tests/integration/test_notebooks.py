@@ -196,6 +196,10 @@ def test_error_pages_reflect_nothing(cluster: MasterProcess) -> None:
         "Content-Security-Policy"]
     # The waiting page says why it waits: the scheduler's reason, not a spinner.
     assert b"Queued: needs 64 slots" in body, body
+    # It is a state, not a failure: not in the access log (where a 503 is an error with the
+    # request's headers), while the refusals above are.
+    wait_for(lambda: f"404 GET /proxy/{evil}" in cluster.log(), timeout=10, what="the refusals logged")
+    assert f"/proxy/{queued}/lab" not in cluster.log()
     client.post(f"/api/v1/notebooks/{queued}/kill")
 
 
