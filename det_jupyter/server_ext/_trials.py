@@ -271,12 +271,11 @@ class TimeSeriesHandler(DetHandler):
         max_points = self.int_arg("maxDatapoints", 0) or 0
         start, end = self.int_arg("startBatches"), self.int_arg("endBatches")
         histories = None
-        if len(trial_ids) <= 10 and not max_points and start is None and end is None and (
-                len(wanted) == 1 and len(next(iter(wanted.values()))) == 1):
+        asked = [(g, name) for g, names in wanted.items() for name in names]
+        if len(asked) == 1 and len(trial_ids) <= 10 and not max_points and start is None and end is None:
             # Whole histories of one metric of a few trials (a trial's page): read with the
             # trials, one round trip on PostgreSQL.
-            ((g, (name,)),) = wanted.items()
-            views, histories = self.master.views.trials_with_history(trial_ids, g, name)
+            views, histories = self.master.views.trials_with_history(trial_ids, *asked[0])
         else:
             views, _ = self.master.views.trials(trial_ids=trial_ids, count=False)
         views = [v for v in views if self._may_see(v.row.experiment_id)]  # others' trials: as if absent

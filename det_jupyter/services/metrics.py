@@ -323,9 +323,10 @@ class MetricService:
         """Chosen metrics of several trials for charts: {trial: JSON array text of points
         ``{"batches", "time", "values": {name: value}}``}, oldest step first. ``known``: the
         trials' rows of ``id, summary, report_counts``, where the caller has just read them.
-        ``histories``: the whole histories of the one metric asked for already read from its
-        stored series (``Views.trials_with_history``); the trials not in it are answered from
-        the rows.
+        ``histories``: whole histories of the one metric asked for, already read from its
+        stored series (``Views.trials_with_history``), used where this call asks for whole
+        histories of one metric without ``max_points``; the trials not in it are answered
+        from the rows.
 
         With ``max_points``, each trial keeps at most that many reports: its first and last,
         and every 2**L-th report between, L the smallest level that fits — found through the
@@ -344,15 +345,12 @@ class MetricService:
             params["end"] = end
         where = charts.window("m", params)
         out = dict.fromkeys(trial_ids, "[]")
-        if histories is not None:
-            out.update((tid, histories[tid]) for tid in trial_ids if tid in histories)
-            trial_ids = [tid for tid in trial_ids if tid not in histories]
-            if not trial_ids:
-                return out
         with self._reader.connect() as conn:
-            if histories is None and len(names) == 1 and start is None and end is None:
-                # Whole histories of one metric: from the stored series where they are complete.
-                found = stored.read(conn, trial_ids, group, names[0], maxp, known)
+            if len(names) == 1 and start is None and end is None:
+                # Whole histories of one metric: from the stored series where they are complete
+                # (read here, or by the caller with the trials).
+                found = (stored.read(conn, trial_ids, group, names[0], maxp, known) if histories is None or maxp
+                         else {tid: histories[tid] for tid in trial_ids if tid in histories})
                 out.update(found)
                 trial_ids = [tid for tid in trial_ids if tid not in found]
                 if not trial_ids:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,19 +32,15 @@ _TRIALS_WITH_LIVE_STATES = sa.select(
     .where(t.allocations.c.trial_id == t.trials.c.id, _LIVE).scalar_subquery().label("live_states"))
 _TRIALS_BY_ID = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id.in_(sa.bindparam("ids", expanding=True)))
                  .order_by(t.trials.c.id))
-# The same on PostgreSQL as the driver's SQL, the ids one array (``_metric_series.read_with_rows``
-# sends it in one pipeline with the blocks of a chart): its text and fixed parameters, once.
-_PG_TRIALS_BY_ID: tuple[str, dict[str, Any]] | None = None
-
-
+@functools.cache
 def _pg_trials_by_id(dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
-    global _PG_TRIALS_BY_ID
-    if _PG_TRIALS_BY_ID is None:
-        compiled = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id == sa.func.any(sa.bindparam("ids", value=[])))
-                    .order_by(t.trials.c.id)
-                    .compile(dialect=dialect, compile_kwargs={"render_postcompile": True}))
-        _PG_TRIALS_BY_ID = compiled.string, {k: v for k, v in compiled.params.items() if k != "ids"}
-    return _PG_TRIALS_BY_ID
+    """``_TRIALS_BY_ID`` on PostgreSQL as the driver's SQL, the ids one array ``ids``
+    (``_metric_series.read_with_rows`` sends it in one pipeline with a chart's blocks): its
+    text and fixed parameters, compiled once per engine's dialect."""
+    compiled = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id == sa.func.any(sa.bindparam("ids", value=[])))
+                .order_by(t.trials.c.id)
+                .compile(dialect=dialect, compile_kwargs={"render_postcompile": True}))
+    return compiled.string, {k: v for k, v in compiled.params.items() if k != "ids"}
 
 
 def _trial_view(row: Any) -> TrialView:
