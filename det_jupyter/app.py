@@ -17,6 +17,7 @@ from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
 from .errors import DetError
 from .identity import IDENTITY_ENV, Identity, identity_path, write_identity
 from .rm.config import ResourceConfig, load_master_config, parse_resources
+from .server_ext._access_log import without_unseen_successes
 from .server_ext.routes import ROUTES
 from .services.master import Master, MasterSettings, load_or_create_secret
 from .services.notebooks import PROBE_INTERVAL
@@ -255,6 +256,8 @@ class DetJupyterApp(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self.master.set_url(self._own_url())
         self.master.start()
+        settings = self.serverapp.web_app.settings
+        settings["log_function"] = without_unseen_successes(settings.get("log_function"))
         self._start_proxy()
         self._export_identity()
         # Validations reported in one loop turn share a transaction (group commit).

@@ -50,14 +50,16 @@ _UPSERT_MEMBERS = (
     "members = metric_series.members || excluded.members"
 )
 # Run as the driver's own SQL: SQLAlchemy's statement work (an expanding IN is rewritten per
-# call) cost more than these queries on SQLite. The ids are inlined (integers) on SQLite and one
-# array parameter on PostgreSQL (``_blocks``).
+# call) cost more than these queries on SQLite. Each id is a parameter of its own: an array
+# parameter on PostgreSQL cost a one-trial chart's two reads about a fifth more (dumped and
+# searched as an array), and inlined ids made each trial's statement new text, parsed and
+# planned at every call. Heads and members are two reads, not a join, which cost PostgreSQL an
+# index probe per block.
 _COUNTS = "SELECT id, summary, report_counts FROM trials WHERE id IN ({ids})"
-_BLOCKS = (
-    "SELECT h.trial_id, h.n, m.n, h.heads, m.members FROM metric_series_steps h JOIN metric_series m "
-    "ON m.trial_id = h.trial_id AND m.mgroup = h.mgroup AND m.block = h.block "
-    "WHERE h.trial_id {ids} AND h.mgroup = {mark} AND m.name = {mark} ORDER BY h.trial_id, h.block"
-)
+_HEADS = ("SELECT trial_id, block, n, heads FROM metric_series_steps WHERE trial_id IN ({ids}) AND mgroup = {mark} "
+          "ORDER BY trial_id, block")
+_MEMBERS = ("SELECT trial_id, block, n, members FROM metric_series "
+            "WHERE trial_id IN ({ids}) AND mgroup = {mark} AND name = {mark}")
 
 
 def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: list[Any],
@@ -139,76 +141,97 @@ def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_p
     ``known``: the trials' rows of ``id, summary, report_counts`` where the caller has just
     read them (else they are read here).
 
-    Both reads go straight to the driver (SQLAlchemy's execution work per statement cost as
-    much as they do), each on a snapshot of its own: rows committed after the counts make the
-    blocks hold more than counted, and the trial is answered from the rows."""
+    The reads go straight to the driver (SQLAlchemy's execution work per statement cost as
+    much as they do), each on a snapshot of its own, in order: rows committed after the counts
+    make the blocks hold more than counted, and the trial is answered from the rows."""
     cursor = conn.connection.driver_connection.cursor()
     try:
         if known is None:
-            cursor.execute(_COUNTS.format(ids=",".join(str(int(tid)) for tid in trial_ids)))
+            cursor.execute(*_statement(conn, _COUNTS, trial_ids))
             known = cursor.fetchall()
         expected = _expected(known, group, name, max_points)
         if not expected:
             return {}
-        cursor.execute(*_blocks(conn, list(expected), group, name))
-        blocks = cursor.fetchall()
+        parts = []
+        for sql, params in _reads(conn, list(expected), group, name):
+            cursor.execute(sql, params)
+            parts.append(cursor.fetchall())
     finally:
         cursor.close()
-    return _joined(blocks, expected)
+    return _joined(*parts, expected)
 
 
 def read_with_rows(conn: sa.Connection, rows_sql: str, params: dict[str, Any], trial_ids: list[int],
                    group: str, name: str) -> tuple[list[Any], dict[int, str]]:
-    """PostgreSQL: the rows of ``rows_sql`` (the driver's SQL with ``%(name)s`` parameters, the
-    trials as the array ``ids``; rows with ``id``, ``summary`` and ``report_counts`` among their
-    fields) and ``read``'s whole histories of ``name`` for those trials, in one round trip: both
+    """PostgreSQL: the rows of ``rows_sql`` (the driver's SQL with ``%(name)s`` parameters,
+    ``params``; rows of ``trial_ids`` with ``id``, ``summary`` and ``report_counts`` among their
+    fields) and ``read``'s whole histories of ``name`` for those trials, in one round trip: the
     statements go to the server pipelined, the rows' first, so the blocks are as recent as the
     counts they are checked against, or more (as in ``read``). The blocks of a trial whose
     series is incomplete are read for nothing: for charts of few trials (one trial's page)."""
     from psycopg.rows import namedtuple_row
 
     driver = conn.connection.driver_connection
-    with driver.cursor(row_factory=namedtuple_row) as rows_cursor, driver.cursor() as blocks_cursor:
+    heads_sql, members_sql = _reads(conn, trial_ids, group, name)
+    with driver.cursor(row_factory=namedtuple_row) as rows_cursor, driver.cursor() as heads_cursor, \
+            driver.cursor() as members_cursor:
         with driver.pipeline():
-            rows_cursor.execute(rows_sql, {**params, "ids": list(trial_ids)})
-            blocks_cursor.execute(*_blocks(conn, trial_ids, group, name))
+            rows_cursor.execute(rows_sql, params)
+            heads_cursor.execute(*heads_sql)
+            members_cursor.execute(*members_sql)
         rows = rows_cursor.fetchall()
-        blocks = blocks_cursor.fetchall()
+        heads, members = heads_cursor.fetchall(), members_cursor.fetchall()
     expected = _expected([(r.id, r.summary, r.report_counts) for r in rows], group, name, 0)
-    return rows, _joined(blocks, expected)
+    return rows, _joined(heads, members, expected)
 
 
-def _blocks(conn: sa.Connection, trial_ids: list[int], group: str, name: str) -> tuple[str, tuple]:
-    """The blocks statement for the driver and its parameters. On PostgreSQL the ids are one
-    array parameter, so every chart's statement is the same text, which the driver prepares
-    once it repeats (ids inlined made each trial's a new statement, parsed and planned at each
-    call: a fifth of a one-trial read)."""
+def _statement(conn: sa.Connection, sql: str, trial_ids: list[int], *more: Any) -> tuple[str, tuple]:
+    """``sql`` for the driver, its ``{ids}`` one placeholder per trial and its ``{mark}`` the
+    driver's placeholder, and its parameters: the ids, then ``more``."""
     mark = placeholder(conn)
-    if conn.dialect.name == "postgresql":
-        return _BLOCKS.format(ids=f"= ANY({mark})", mark=mark), (list(trial_ids), group, name)
-    return _BLOCKS.format(ids=f"IN ({','.join(str(int(tid)) for tid in trial_ids)})", mark=mark), (group, name)
+    return (sql.format(ids=", ".join([mark] * len(trial_ids)), mark=mark),
+            (*(int(tid) for tid in trial_ids), *more))
 
 
-def _joined(blocks: list[Any], expected: dict[int, int]) -> dict[int, str]:
-    """Each expected trial's history (the JSON array text) from its block rows, where the
-    blocks hold exactly the expected number of points."""
-    texts: dict[int, list[str]] = {}
+def _reads(conn: sa.Connection, trial_ids: list[int], group: str, name: str) -> list[tuple[str, tuple]]:
+    """The heads and the members statements of the trials' blocks, with their parameters."""
+    return [_statement(conn, _HEADS, trial_ids, group), _statement(conn, _MEMBERS, trial_ids, group, name)]
+
+
+def _joined(heads: list[Any], members: list[Any], expected: dict[int, int]) -> dict[int, str]:
+    """Each expected trial's history (the JSON array text) from its heads' and its members'
+    block rows (``trial_id, block, n, text``; heads in block order), where every block holds as
+    many of both and the blocks hold exactly the expected number of points."""
+    closing = {(tid, block): (n, text) for tid, block, n, text in members if tid in expected}
+    parts: dict[int, tuple[list[str], list[str]]] = {}
     held: dict[int, int] = {}
     refused: set[int] = set()
-    for tid, n_heads, n_members, head_text, member_text in blocks:
-        if tid not in expected:
+    for tid, block, n, head_text in heads:
+        if tid not in expected or tid in refused:
             continue
-        if n_heads != n_members:  # cannot happen where the counts agree; refused all the same
+        n_members, member_text = closing.get((tid, block), (None, ""))
+        if n != n_members:  # a block without the metric, or one written between the reads
             refused.add(tid)
             continue
-        both = [""] * (2 * n_heads)
-        both[0::2] = head_text.split("\n")[:-1]  # each part ends with its newline
-        both[1::2] = member_text.split("\n")[:-1]
-        texts.setdefault(tid, []).append("".join(both))
-        held[tid] = held.get(tid, 0) + n_heads
-    # Every head starts with the comma before its point: the first one's goes.
-    return {tid: "[" + "".join(texts[tid])[1:] + "]" for tid, count in expected.items()
-            if tid not in refused and held.get(tid) == count}
+        if tid not in parts:
+            parts[tid] = ([], [])
+        parts[tid][0].append(head_text)
+        parts[tid][1].append(member_text)
+        held[tid] = held.get(tid, 0) + n
+    histories = {}
+    for tid, count in expected.items():
+        if tid in refused or held.get(tid) != count:
+            continue
+        # Each part ends with its newline, so the heads split into one more piece (empty), and
+        # every head starts with the comma before its point: the first one's goes.
+        head_texts, member_texts = parts[tid]
+        both = [""] * (2 * count + 1)
+        both[0::2] = "".join(head_texts).split("\n")
+        both[1::2] = "".join(member_texts).split("\n")[:-1]
+        both[0] = "[" + both[0][1:]
+        both[-1] = "]"
+        histories[tid] = "".join(both)
+    return histories
 
 
 def _decoded(value: Any) -> dict:

@@ -336,6 +336,16 @@ class MetricService:
         if not trial_ids or not names:
             return {tid: "[]" for tid in trial_ids}
         maxp = max(int(max_points or 0), 0)
+        out = dict.fromkeys(trial_ids, "[]")
+        whole = len(names) == 1 and start is None and end is None  # whole histories of one metric
+        if whole and histories is not None and not maxp:
+            # Read by the caller with the trials from their stored series where complete; the
+            # others from the rows (without a connection where there are none).
+            out.update((tid, histories[tid]) for tid in trial_ids if tid in histories)
+            trial_ids = [tid for tid in trial_ids if tid not in histories]
+            if not trial_ids:
+                return out
+            whole = False
         params: dict[str, Any] = {"group": group, "no": False}
         point = charts.point_sql(self._engine.dialect.name, names, params)
         cols = f"m.trial_id, m.steps_completed, {point or 'm.time_text, m.body'}"
@@ -344,13 +354,10 @@ class MetricService:
         if end is not None:
             params["end"] = end
         where = charts.window("m", params)
-        out = dict.fromkeys(trial_ids, "[]")
         with self._reader.connect() as conn:
-            if len(names) == 1 and start is None and end is None:
-                # Whole histories of one metric: from the stored series where they are complete
-                # (read here, or by the caller with the trials).
-                found = (stored.read(conn, trial_ids, group, names[0], maxp, known) if histories is None or maxp
-                         else {tid: histories[tid] for tid in trial_ids if tid in histories})
+            if whole:
+                # From the stored series where they are complete.
+                found = stored.read(conn, trial_ids, group, names[0], maxp, known)
                 out.update(found)
                 trial_ids = [tid for tid in trial_ids if tid not in found]
                 if not trial_ids:

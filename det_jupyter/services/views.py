@@ -33,14 +33,16 @@ _TRIALS_WITH_LIVE_STATES = sa.select(
 _TRIALS_BY_ID = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id.in_(sa.bindparam("ids", expanding=True)))
                  .order_by(t.trials.c.id))
 @functools.cache
-def _pg_trials_by_id(dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
-    """``_TRIALS_BY_ID`` on PostgreSQL as the driver's SQL, the ids one array ``ids``
-    (``_metric_series.read_with_rows`` sends it in one pipeline with a chart's blocks): its
-    text and fixed parameters, compiled once per engine's dialect."""
-    compiled = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id == sa.func.any(sa.bindparam("ids", value=[])))
+def _pg_trials_by_id(dialect: sa.Dialect, n: int) -> tuple[str, dict[str, Any]]:
+    """``_TRIALS_BY_ID`` of ``n`` trials on PostgreSQL as the driver's SQL, the ids the
+    parameters ``id0``… (``_metric_series.read_with_rows`` sends it in one pipeline with a
+    chart's blocks; one parameter per id, as its blocks statements have): its text and fixed
+    parameters, compiled once per engine's dialect and number of trials."""
+    ids = [f"id{i}" for i in range(n)]
+    compiled = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id.in_([sa.bindparam(k, value=0) for k in ids]))
                 .order_by(t.trials.c.id)
                 .compile(dialect=dialect, compile_kwargs={"render_postcompile": True}))
-    return compiled.string, {k: v for k, v in compiled.params.items() if k != "ids"}
+    return compiled.string, {k: v for k, v in compiled.params.items() if k not in ids}
 
 
 def _trial_view(row: Any) -> TrialView:
@@ -209,7 +211,8 @@ class Views:
         On PostgreSQL both reads take one round trip (pipelined)."""
         with self._reader.connect() as conn:
             if conn.dialect.name == "postgresql":
-                sql, params = _pg_trials_by_id(conn.dialect)
+                sql, fixed = _pg_trials_by_id(conn.dialect, len(trial_ids))
+                params = {**fixed, **{f"id{i}": int(tid) for i, tid in enumerate(trial_ids)}}
                 rows, histories = stored.read_with_rows(conn, sql, params, trial_ids, group, name)
             else:
                 rows = conn.execute(_TRIALS_BY_ID, {"ids": list(trial_ids)}).all()

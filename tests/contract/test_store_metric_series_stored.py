@@ -230,3 +230,16 @@ def test_trials_read_with_their_histories_are_the_two_reads_apart(engine: sa.Eng
     assert together[empty] == "[]"
     # A metric no trial reported: no stored history, every trial from the rows.
     assert views.trials_with_history(ids, "training", "nosuch")[1] == {}
+
+
+def test_a_block_whose_two_parts_count_differently_refuses_only_its_trial() -> None:
+    """Heads and members are two reads, each on a snapshot of its own: a report that lands
+    between them leaves a block's members one longer than its heads. That trial is refused (the
+    chart answers it from the rows); the others are joined."""
+    heads = [(1, 0, 2, ',{"batches":1,"values":{\n,{"batches":2,"values":{\n'),
+             (2, 0, 1, ',{"batches":1,"values":{\n'), (2, 1, 1, ',{"batches":9,"values":{\n')]
+    members = [(2, 1, 1, '"m":6}}\n'), (1, 0, 3, '"m":1}}\n"m":2}}\n"m":3}}\n'), (2, 0, 1, '"m":5}}\n')]
+    joined = stored._joined(heads, members, {1: 2, 2: 2})
+    assert joined == {2: '[{"batches":1,"values":{"m":5}},{"batches":9,"values":{"m":6}}]'}
+    assert json.loads(joined[2]) == [{"batches": 1, "values": {"m": 5}}, {"batches": 9, "values": {"m": 6}}]
+    assert stored._joined(heads, members[1:], {2: 2}) == {}  # a block's members missing
