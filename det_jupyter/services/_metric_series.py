@@ -55,6 +55,7 @@ _UPSERT_MEMBERS = (
 # searched as an array), and inlined ids made each trial's statement new text, parsed and
 # planned at every call. Heads and members are two reads, not a join, which cost PostgreSQL an
 # index probe per block.
+_MOST_MARKS = 500
 _COUNTS = "SELECT id, summary, report_counts FROM trials WHERE id IN ({ids})"
 _HEADS = ("SELECT trial_id, block, n, heads FROM metric_series_steps WHERE trial_id IN ({ids}) AND mgroup = {mark} "
           "ORDER BY trial_id, block")
@@ -187,10 +188,13 @@ def read_with_rows(conn: sa.Connection, rows_sql: str, params: dict[str, Any], t
 
 def _statement(conn: sa.Connection, sql: str, trial_ids: list[int], *more: Any) -> tuple[str, tuple]:
     """``sql`` for the driver, its ``{ids}`` one placeholder per trial and its ``{mark}`` the
-    driver's placeholder, and its parameters: the ids, then ``more``."""
+    driver's placeholder, and its parameters: the ids, then ``more``. Past ``_MOST_MARKS``
+    trials on SQLite the ids are inlined (integers): an SQLite before 3.32 takes 999 parameters."""
     mark = placeholder(conn)
-    return (sql.format(ids=", ".join([mark] * len(trial_ids)), mark=mark),
-            (*(int(tid) for tid in trial_ids), *more))
+    ids = [int(tid) for tid in trial_ids]
+    if mark == "?" and len(ids) > _MOST_MARKS:
+        return sql.format(ids=",".join(map(str, ids)), mark=mark), more
+    return sql.format(ids=", ".join([mark] * len(ids)), mark=mark), (*ids, *more)
 
 
 def _reads(conn: sa.Connection, trial_ids: list[int], group: str, name: str) -> list[tuple[str, tuple]]:

@@ -119,9 +119,9 @@ def single_statement(engine: sa.Engine) -> sa.Engine:
 
 
 def reader(engine: sa.Engine) -> sa.Engine:
-    """The engine for read-only work. On PostgreSQL it runs outside a transaction (no
-    ``BEGIN``), which saves a read the BEGIN and ROLLBACK round trips of a transaction it does not need (each
-    statement still reads one consistent snapshot); on SQLite its transactions begin deferred
+    """The engine for read-only work. On PostgreSQL it runs outside a transaction: a read
+    saves the round trips of a ``BEGIN`` and a ``ROLLBACK`` it does not need (each statement
+    still reads one consistent snapshot); on SQLite its transactions begin deferred
     (a WAL snapshot, no write lock), so reads neither wait for nor hold up writers."""
     if engine.dialect.name == "postgresql":
         return engine.execution_options(**{_NO_TRANSACTION: True})

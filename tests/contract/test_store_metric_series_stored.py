@@ -243,3 +243,16 @@ def test_a_block_whose_two_parts_count_differently_refuses_only_its_trial() -> N
     assert joined == {2: '[{"batches":1,"values":{"m":5}},{"batches":9,"values":{"m":6}}]'}
     assert json.loads(joined[2]) == [{"batches": 1, "values": {"m": 5}}, {"batches": 9, "values": {"m": 6}}]
     assert stored._joined(heads, members[1:], {2: 2}) == {}  # a block's members missing
+
+
+def test_a_chart_of_more_trials_than_an_old_sqlite_takes_parameters_is_read(
+    engine: sa.Engine, metrics: MetricService
+) -> None:
+    """Up to 1,000 trials per chart: past ``_MOST_MARKS`` ids SQLite gets them inlined (an
+    SQLite before 3.32 takes 999 parameters); the answer is the same either way."""
+    _, _, tid = make_world(engine)
+    metrics.ingest(tid, 1, _reports("training", range(1, 70)))
+    alone = _stored(engine, tid, "training", "loss")
+    many = [tid, *range(10_000, 10_000 + stored._MOST_MARKS + 499)]
+    with engine.connect() as conn:
+        assert stored.read(conn, many, "training", "loss", 0) == alone != {}
