@@ -15,8 +15,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-_DEBUG = logging.DEBUG
-
 
 def _printed(logger: logging.Logger, level: int) -> bool:
     """Whether a record of ``level`` on ``logger`` reaches a handler that prints it."""
@@ -48,7 +46,7 @@ def without_unseen_successes(log_function: Callable[[Any], None] | None) -> Call
 
     def log(handler: Any) -> None:
         status = handler.get_status()
-        if (status < 300 or status == 304) and not _printed(getattr(handler, "log", access), _DEBUG):
+        if (status < 300 or status == 304) and not _printed(getattr(handler, "log", access), logging.DEBUG):
             if metrics:
                 prometheus_log_method(handler)
             return

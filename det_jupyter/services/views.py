@@ -207,8 +207,9 @@ class Views:
                             ) -> tuple[list[TrialView], dict[int, str]]:
         """The trials' views, as ``trials(trial_ids=…, count=False)``, and the whole stored
         histories of metric ``name`` of ``group`` of those whose stored series is complete
-        (``_metric_series.read``): a chart of one metric of a trial or a few, the trial page's.
-        On PostgreSQL both reads take one round trip (pipelined)."""
+        (``_metric_series.read``): a chart of one metric of a trial or a few, the trial page's
+        (each number of trials is a statement of its own). On PostgreSQL the reads take one
+        round trip (pipelined)."""
         with self._reader.connect() as conn:
             if conn.dialect.name == "postgresql":
                 sql, fixed = _pg_trials_by_id(conn.dialect, len(trial_ids))
