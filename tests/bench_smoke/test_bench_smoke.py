@@ -94,3 +94,19 @@ def test_bm4_smoke_places_every_trial() -> None:
         assert isinstance(summary[key], float), (key, summary[key])
     assert isinstance(summary["scheduler_type"], str)
     assert summary["pass_stats"] == "ok" or summary["pass_stats"].startswith("not available")
+
+
+def test_ab_query_compares_a_revision_with_the_working_tree() -> None:
+    """bench/ab_query.py at tiny sizes, HEAD against the working tree: both masters answer the
+    same, each side is timed, and its temporary worktree is gone afterwards."""
+    repo = BENCH.parent
+    if subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("bench/ab_query.py compares git revisions: this checkout is not a git repository")
+    proc = subprocess.run([sys.executable, str(BENCH / "ab_query.py"), "--old", "HEAD", "--trials", "3",
+                           "--steps", "20", "--n", "20"], capture_output=True, text=True, timeout=120, cwd=repo)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["db"] == "sqlite" and summary["n"] == 20
+    assert summary["old_p50_ms"] > 0 and summary["new_p50_ms"] > 0 and summary["ratio_new_old"] > 0
+    worktrees = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
+    assert "ab-" not in worktrees, worktrees
