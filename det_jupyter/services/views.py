@@ -33,16 +33,15 @@ _TRIALS_WITH_LIVE_STATES = sa.select(
 _TRIALS_BY_ID = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id.in_(sa.bindparam("ids", expanding=True)))
                  .order_by(t.trials.c.id))
 @functools.cache
-def _pg_trials_by_id(dialect: sa.Dialect, n: int) -> tuple[str, dict[str, Any]]:
-    """``_TRIALS_BY_ID`` of ``n`` trials on PostgreSQL as the driver's SQL, the ids the
-    parameters ``id0``… (``_metric_series.read_with_rows`` sends it in one pipeline with a
-    chart's blocks; one parameter per id, as its blocks statements have): its text and fixed
-    parameters, compiled once per engine's dialect and number of trials."""
+def _pg_trials_by_id(dialect: sa.Dialect, n: int) -> tuple[str, dict[str, Any], list[str]]:
+    """``_TRIALS_BY_ID`` of ``n`` trials on PostgreSQL as the driver's SQL, one parameter per
+    id (as the blocks statements sent in the same pipeline have): its text, its fixed
+    parameters and the ids' parameter names, compiled once per dialect and number of trials."""
     ids = [f"id{i}" for i in range(n)]
     compiled = (_TRIALS_WITH_LIVE_STATES.where(t.trials.c.id.in_([sa.bindparam(k, value=0) for k in ids]))
                 .order_by(t.trials.c.id)
                 .compile(dialect=dialect, compile_kwargs={"render_postcompile": True}))
-    return compiled.string, {k: v for k, v in compiled.params.items() if k not in ids}
+    return compiled.string, {k: v for k, v in compiled.params.items() if k not in ids}, ids
 
 
 def _trial_view(row: Any) -> TrialView:
@@ -212,8 +211,8 @@ class Views:
         round trip (pipelined)."""
         with self._reader.connect() as conn:
             if conn.dialect.name == "postgresql":
-                sql, fixed = _pg_trials_by_id(conn.dialect, len(trial_ids))
-                params = {**fixed, **{f"id{i}": int(tid) for i, tid in enumerate(trial_ids)}}
+                sql, fixed, names = _pg_trials_by_id(conn.dialect, len(trial_ids))
+                params = {**fixed, **dict(zip(names, map(int, trial_ids), strict=True))}
                 rows, histories = stored.read_with_rows(conn, sql, params, trial_ids, group, name)
             else:
                 rows = conn.execute(_TRIALS_BY_ID, {"ids": list(trial_ids)}).all()
