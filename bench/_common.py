@@ -171,6 +171,7 @@ def bench_database(admin_url: str | None) -> Iterator[str | None]:
     name = "bench_" + uuid.uuid4().hex[:12]
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+    log(f"PostgreSQL database {name} for this run (dropped at its end)")
     try:
         yield admin.rsplit("/", 1)[0] + "/" + name
     finally:

@@ -13,6 +13,7 @@ from tests._master import MasterProcess
 
 PG_DSN = os.environ.get("DET_TEST_PG_DSN")
 PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)"
+_CREATED: list[str] = []  # databases fresh_pg_database made in this session
 
 
 def fresh_pg_database() -> str:
@@ -23,8 +24,23 @@ def fresh_pg_database() -> str:
     name = "det_test_" + uuid.uuid4().hex[:12]
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+    _CREATED.append(name)
     base = PG_DSN.rsplit("/", 1)[0]
     return f"{base}/{name}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_pg_databases() -> Iterator[None]:
+    """Drop the databases ``fresh_pg_database`` made, once the session ends (every test's
+    master has stopped by then): a run leaves the server as it found it."""
+    yield
+    if not (PG_DSN and _CREATED):
+        return
+    import psycopg
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        for name in _CREATED:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def backend_db_url(request: pytest.FixtureRequest) -> str | None:
