@@ -21,18 +21,16 @@ import contextlib
 import gc
 import http.client
 import json
-import os
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-import yaml
 from _common import REPO, add_db_arg, bench_database, database_copy, emit, log, median
-from bm5_query import load
+from bm5_query import load, queued_experiment
 
 from det_jupyter.store import sqlite_url
-from tests._master import MasterProcess, create_experiment
+from tests._master import MasterProcess
 
 Q1 = "/api/v1/trials/time-series?{ids}&metricNames=loss&group=training"
 
@@ -54,14 +52,7 @@ def main() -> None:
                        check=True, capture_output=True)
         stack.callback(subprocess.run, ["git", "-C", str(REPO), "worktree", "remove", "--force", str(old_tree)],
                        capture_output=True)
-        master = MasterProcess(Path(d) / "new", db_url=pg_url, extra_args=["--no-agent"]).start()
-        cfg = {"name": "ab", "entrypoint": "true", "max_restarts": 0,
-               "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
-               "searcher": {"name": "random", "metric": "loss", "max_trials": a.trials,
-                            "max_concurrent_trials": a.trials, "max_length": {"batches": a.steps}}}
-        exp_id = create_experiment(master.admin(), yaml.safe_dump(cfg), None)["experiment"]["id"]
-        tids = [t["id"] for t in master.admin().get(f"/api/v1/experiments/{exp_id}/trials")["trials"]]
-        master.stop()
+        _, _, tids = queued_experiment(Path(d) / "new", pg_url, a.trials, a.steps)
         load(pg_url or sqlite_url(str(Path(d) / "new" / "det.db")), tids, 1, a.steps)
         old_url = stack.enter_context(database_copy(pg_url, Path(d) / "new", Path(d) / "old-data"))
         sides: dict[str, tuple[MasterProcess, http.client.HTTPConnection, dict[str, str]]] = {}
@@ -69,12 +60,8 @@ def main() -> None:
                                       ("new", REPO, Path(d) / "new", pg_url)):
             # `python -m` puts the working directory first on sys.path: each master imports
             # its own tree.
-            here = os.getcwd()
-            os.chdir(tree)
-            try:
-                m = MasterProcess(data, db_url=url, extra_args=["--no-agent"], env={"PYTHONPATH": str(tree)}).start()
-            finally:
-                os.chdir(here)
+            m = MasterProcess(data, db_url=url, extra_args=["--no-agent"], env={"PYTHONPATH": str(tree)},
+                              cwd=tree).start()
             stack.callback(m.stop)
             conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=30)
             sides[side] = (m, conn, {"Authorization": f"Bearer {m.admin().token}"})

@@ -142,6 +142,23 @@ def timed(fn, n: int) -> float:
     return median(out) * 1e3
 
 
+def queued_experiment(data_dir: Path, db_url: str | None, trials: int,
+                      steps: int) -> tuple[MasterProcess, int, list[int]]:
+    """A master (no agent), stopped again, whose database holds one experiment of ``trials``
+    queued trials of up to ``steps`` batches: the master, the experiment's id, its trial ids."""
+    master = MasterProcess(data_dir, db_url=db_url, extra_args=["--no-agent"]).start()
+    cfg = {"name": "bm5", "entrypoint": "true", "max_restarts": 0,
+           "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
+           "searcher": {"name": "random", "metric": "loss", "max_trials": trials,
+                        "max_concurrent_trials": trials, "max_length": {"batches": steps}}}
+    client = master.admin()
+    exp_id = create_experiment(client, yaml.safe_dump(cfg), None)["experiment"]["id"]
+    tids = [t["id"] for t in client.get(f"/api/v1/experiments/{exp_id}/trials")["trials"]]
+    assert len(tids) == trials, f"expected {trials} trials, got {len(tids)}"
+    master.stop()
+    return master, exp_id, tids
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--smoke", action="store_true")
@@ -156,16 +173,7 @@ def main() -> None:
     peer = not a.smoke and peer_selected("mlflow") and peer_python("mlflow") is not None
     with tempfile.TemporaryDirectory(prefix="bm5-") as d, bench_database(a.db_url) as pg_url, \
             contextlib.ExitStack() as stack:
-        master = MasterProcess(Path(d) / "m", db_url=pg_url, extra_args=["--no-agent"]).start()
-        cfg = {"name": "bm5", "entrypoint": "true", "max_restarts": 0,
-               "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
-               "searcher": {"name": "random", "metric": "loss", "max_trials": a.trials,
-                            "max_concurrent_trials": a.trials, "max_length": {"batches": a.steps}}}
-        client = master.admin()
-        exp_id = create_experiment(client, yaml.safe_dump(cfg), None)["experiment"]["id"]
-        tids = [t["id"] for t in client.get(f"/api/v1/experiments/{exp_id}/trials")["trials"]]
-        assert len(tids) == a.trials, f"expected {a.trials} trials, got {len(tids)}"
-        master.stop()
+        master, exp_id, tids = queued_experiment(Path(d) / "m", pg_url, a.trials, a.steps)
         sqlite_file = Path(d) / "m" / "det.db"
         db = pg_url or sqlite_url(str(sqlite_file))
         small = max(1, a.steps // 10)

@@ -78,12 +78,14 @@ class MasterProcess:
     """``det-jupyter up`` on a free port and a private data dir; restartable; SIGKILL-able."""
 
     def __init__(self, data_dir: Path, *, slots: int = 2, db_url: str | None = None,
-                 env: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
+                 env: dict[str, str] | None = None, extra_args: list[str] | None = None,
+                 cwd: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.slots = slots
         self.db_url = db_url
         self.env = env or {}
         self.extra_args = extra_args or []
+        self.cwd = cwd  # the master's working directory (None: this process's)
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir / "test-master.log"
@@ -103,7 +105,7 @@ class MasterProcess:
         env.pop("DET_MASTER", None)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.cwd)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
