@@ -95,6 +95,22 @@ class MasterProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60) -> MasterProcess:
+        """Start the master and wait until it answers (and its agent registered). A port
+        ``free_port`` gave can be taken before the master binds it (as the local end of
+        another process's connection): the master then exits saying so, and starts again on
+        another port, three times at most."""
+        for _ in range(3):
+            mark = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                return self._start(timeout)
+            except RuntimeError:
+                since = self.log_path.read_bytes()[mark:].decode(errors="replace")
+                if f"port {self.port} is not available" not in since:
+                    raise
+            self.port = free_port()
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> MasterProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "det_jupyter.cli.up", "up", "--port", str(self.port),
                 "--data-dir", str(self.data_dir), "--slots", str(self.slots), *self.extra_args]
