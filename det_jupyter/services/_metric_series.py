@@ -23,6 +23,12 @@ answers a chart only where it is provably what the rows give (``read``):
   group's blocks (``append``), which the check above then refuses.
 
 Anything else is answered from the rows, as before.
+
+Each block also keeps, in ``sampled``, the lines of its reports whose ordinal is a multiple of
+``SAMPLE`` (8): chart level 3 and up. A downsampled chart of long trials (``maxDatapoints``
+below a trial's reports, at a level of 3 or more) reads those, and the first and last points
+from the first and the last block, instead of extracting the metric from every eighth report's
+JSON (most of that query's cost), under the same checks.
 """
 
 from __future__ import annotations
@@ -34,20 +40,28 @@ import sqlalchemy as sa
 
 from ..store import placeholder
 from ..store import tables as t
+from . import _metric_charts as charts
 
 # Reports per block: a history of 1,000 reports is 16 rows of each part; an append rewrites at
 # most about 2 kB of a metric's part and 4 kB of the shared one.
 BLOCK = 64
+# Every SAMPLE-th report's lines are also in the block's ``sampled`` part: the reports of chart
+# level CHART_INDEX_LOD and up, those ix_metrics_chart holds. A block holds a whole number of them.
+SAMPLE = 1 << t.CHART_INDEX_LOD
+assert BLOCK % SAMPLE == 0
 
 _UPSERT_HEADS = (
-    "INSERT INTO metric_series_steps (trial_id, mgroup, block, n, heads) VALUES ({0}, {0}, {0}, {0}, {0}) "
+    "INSERT INTO metric_series_steps (trial_id, mgroup, block, n, heads, sampled) "
+    "VALUES ({0}, {0}, {0}, {0}, {0}, {0}) "
     "ON CONFLICT (trial_id, mgroup, block) DO UPDATE SET n = metric_series_steps.n + excluded.n, "
-    "heads = metric_series_steps.heads || excluded.heads"
+    "heads = metric_series_steps.heads || excluded.heads, "
+    "sampled = metric_series_steps.sampled || excluded.sampled"
 )
 _UPSERT_MEMBERS = (
-    "INSERT INTO metric_series (trial_id, mgroup, name, block, n, members) VALUES ({0}, {0}, {0}, {0}, {0}, {0}) "
+    "INSERT INTO metric_series (trial_id, mgroup, name, block, n, members, sampled) "
+    "VALUES ({0}, {0}, {0}, {0}, {0}, {0}, {0}) "
     "ON CONFLICT (trial_id, mgroup, name, block) DO UPDATE SET n = metric_series.n + excluded.n, "
-    "members = metric_series.members || excluded.members"
+    "members = metric_series.members || excluded.members, sampled = metric_series.sampled || excluded.sampled"
 )
 # Run as the driver's own SQL: SQLAlchemy's statement work (an expanding IN is rewritten per
 # call) cost more than these queries on SQLite. Each id is a parameter of its own: an array
@@ -61,6 +75,15 @@ _HEADS = ("SELECT trial_id, block, n, heads FROM metric_series_steps WHERE trial
           "ORDER BY trial_id, block")
 _MEMBERS = ("SELECT trial_id, block, n, members FROM metric_series "
             "WHERE trial_id IN ({ids}) AND mgroup = {mark} AND name = {mark}")
+# A downsampled chart's reads: each block's sampled lines, and where a chart's ends lie the
+# block's own lines: the first block's first line (the trial's first point) and the whole of a
+# block not yet full (in a complete series only the last one is: it holds the last point, where
+# that is not sampled). ``{first}``: the dialect's first line of the part (_FIRST_LINE).
+_HEADS_SAMPLED = (f"SELECT trial_id, block, n, sampled, CASE WHEN n < {BLOCK} THEN heads WHEN block = 0 THEN {{first}} END "
+                  "FROM metric_series_steps WHERE trial_id IN ({ids}) AND mgroup = {mark} ORDER BY trial_id, block")
+_MEMBERS_SAMPLED = (f"SELECT trial_id, block, n, sampled, CASE WHEN n < {BLOCK} THEN members WHEN block = 0 THEN {{first}} END "
+                    "FROM metric_series WHERE trial_id IN ({ids}) AND mgroup = {mark} AND name = {mark}")
+_FIRST_LINE = {"sqlite": "substr({0}, 1, instr({0}, char(10)))", "postgresql": "substr({0}, 1, strpos({0}, chr(10)))"}
 
 
 def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: list[Any],
@@ -71,8 +94,10 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
     reports' stored JSON, whose members are the points' ``values``."""
     last: dict[str, int] = {}
     disordered: set[str] = set()
-    heads: dict[tuple[str, int], list[str]] = {}  # (group, block): heads
-    members: dict[tuple[str, int], dict[str, list[str]]] = {}  # (group, block): {name: members}
+    # (group, block): the block's new heads, and those of them sampled
+    heads: dict[tuple[str, int], tuple[list[str], list[str]]] = {}
+    # (group, block): {name: (the block's new members, and those of them sampled)}
+    members: dict[tuple[str, int], dict[str, tuple[list[str], list[str]]]] = {}
     for r, ordinal, stamp, body in zip(reports, ordinals, stamps, bodies, strict=True):
         group, step = r.group, r.steps_completed
         if group in disordered:
@@ -88,8 +113,12 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
         names = members.get(where)
         if names is None:
             names = members[where] = {}
-            heads[where] = []
-        heads[where].append(f',{{"batches":{step},"time":"{stamp}","values":{{\n')
+            heads[where] = ([], [])
+        sampled = not ordinal % SAMPLE
+        head = f',{{"batches":{step},"time":"{stamp}","values":{{\n'
+        heads[where][0].append(head)
+        if sampled:
+            heads[where][1].append(head)
         # The body's members are `"name":value` as a point spells them (one encoder): taken
         # from it, a value is not formatted twice. Where a comma inside a name or a value
         # splits it into more pieces than names, each value is formatted here instead.
@@ -103,63 +132,77 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
             if kind is int or (kind is float and value - value == 0.0):
                 closed = names.get(name)
                 if closed is None:
-                    closed = names[name] = []
-                closed.append(piece + "}}\n")
+                    closed = names[name] = ([], [])
+                closed[0].append(piece + "}}\n")
+                if sampled:
+                    closed[1].append(piece + "}}\n")
     if disordered:
         for table in (t.metric_series, t.metric_series_steps):
             conn.execute(sa.delete(table).where(table.c.trial_id == trial_id, table.c.mgroup.in_(disordered)))
     mark = placeholder(conn)
-    rows = [(trial_id, group, block, len(texts), "".join(texts))
-            for (group, block), texts in heads.items() if group not in disordered]
+    rows = [(trial_id, group, block, len(texts), "".join(texts), "".join(sampled_texts))
+            for (group, block), (texts, sampled_texts) in heads.items() if group not in disordered]
     if rows:
         conn.exec_driver_sql(_UPSERT_HEADS.format(mark), rows)
-    rows = [(trial_id, group, name, block, len(texts), "".join(texts))
+    rows = [(trial_id, group, name, block, len(texts), "".join(texts), "".join(sampled_texts))
             for (group, block), names in members.items() if group not in disordered
-            for name, texts in names.items()]
+            for name, (texts, sampled_texts) in names.items()]
     if rows:
         conn.exec_driver_sql(_UPSERT_MEMBERS.format(mark), rows)
 
 
-def _expected(trials: Any, group: str, name: str, max_points: int) -> dict[int, int]:
+def _expected(trials: Any, group: str, name: str, max_points: int) -> dict[int, tuple[int, int]]:
     """Which of ``trials`` (rows of ``id, summary, report_counts``) may be answered from their
-    stored series of ``name``, and with how many points: those where every report of the group
-    held the metric, at most ``max_points`` of them (0: any number)."""
+    stored series of ``name``: {trial: (its reports, the chart level)}. Those where every report
+    of the group held the metric, at most ``max_points`` of them (0: any number; level 0), or
+    more at a level the sampled lines hold (CHART_INDEX_LOD to MAX_LOD)."""
     expected = {}
     for tid, summary, counts in trials:
         reports = _decoded(counts).get(group)
-        if not reports or (max_points and reports > max_points):
-            continue  # (the summary, the larger one, is decoded only where it may pass)
+        if not reports:
+            continue
+        lod = 0  # every point
+        if max_points and reports > max_points:
+            lod = charts.level(reports, max_points)
+            if not t.CHART_INDEX_LOD <= lod <= t.MAX_LOD:
+                continue  # levels 1 and 2 are not in the sampled lines
+        # (the summary, the larger one, is decoded only where it may pass)
         stats = (_decoded(summary).get(group) or {}).get(name)
         if stats and stats.get("count") == reports:
-            expected[tid] = reports
+            expected[tid] = (reports, lod)
     return expected
 
 
 def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_points: int,
          known: Any = None) -> dict[int, str]:
     """The JSON array text of ``name``'s points, oldest step first, of each of the trials whose
-    stored series is complete and holds at most ``max_points`` points (0: any number).
-    ``known``: the trials' rows of ``id, summary, report_counts`` where the caller has just
-    read them (else they are read here).
+    stored series is complete: every point where the trial has at most ``max_points`` (0: any
+    number), else its chart at the level ``_metric_charts.level`` picks, where that is 3 or more
+    (the sampled lines), as the rows would give them. ``known``: the trials' rows of ``id,
+    summary, report_counts`` where the caller has just read them (else they are read here).
 
     The reads go straight to the driver (SQLAlchemy's execution work per statement cost as
     much as they do), each on a snapshot of its own, in order: rows committed after the counts
     make the blocks hold more than counted, and the trial is answered from the rows."""
     cursor = conn.connection.driver_connection.cursor()
+    histories: dict[int, str] = {}
     try:
         if known is None:
             cursor.execute(*_statement(conn, _COUNTS, trial_ids))
             known = cursor.fetchall()
         expected = _expected(known, group, name, max_points)
-        if not expected:
-            return {}
-        parts = []
-        for sql, params in _reads(conn, list(expected), group, name):
-            cursor.execute(sql, params)
-            parts.append(cursor.fetchall())
+        whole = {tid: n for tid, (n, lod) in expected.items() if not lod}
+        downsampled = {tid: n_lod for tid, n_lod in expected.items() if n_lod[1]}
+        for wanted, reads, join in ((whole, _reads, _joined), (downsampled, _sampled_reads, _downsampled)):
+            if wanted:
+                parts = []
+                for sql, params in reads(conn, list(wanted), group, name):
+                    cursor.execute(sql, params)
+                    parts.append(cursor.fetchall())
+                histories.update(join(*parts, wanted))
     finally:
         cursor.close()
-    return _joined(*parts, expected)
+    return histories
 
 
 def read_with_rows(conn: sa.Connection, rows_sql: str, params: dict[str, Any], trial_ids: list[int],
@@ -183,7 +226,7 @@ def read_with_rows(conn: sa.Connection, rows_sql: str, params: dict[str, Any], t
         rows = rows_cursor.fetchall()
         heads, members = heads_cursor.fetchall(), members_cursor.fetchall()
     expected = _expected([(r.id, r.summary, r.report_counts) for r in rows], group, name, 0)
-    return rows, _joined(heads, members, expected)
+    return rows, _joined(heads, members, {tid: n for tid, (n, _) in expected.items()})
 
 
 def _statement(conn: sa.Connection, sql: str, trial_ids: list[int], *more: Any) -> tuple[str, tuple]:
@@ -202,36 +245,80 @@ def _reads(conn: sa.Connection, trial_ids: list[int], group: str, name: str) -> 
     return [_statement(conn, _HEADS, trial_ids, group), _statement(conn, _MEMBERS, trial_ids, group, name)]
 
 
-def _joined(heads: list[Any], members: list[Any], expected: dict[int, int]) -> dict[int, str]:
-    """Each expected trial's history (the JSON array text) from its heads' and its members'
-    block rows (``trial_id, block, n, text``; heads in block order), where every block holds as
-    many of both and the blocks hold exactly the expected number of points."""
-    closing = {(tid, block): (n, text) for tid, block, n, text in members if tid in expected}
-    parts: dict[int, tuple[list[str], list[str]]] = {}
-    held: dict[int, int] = {}
+def _sampled_reads(conn: sa.Connection, trial_ids: list[int], group: str, name: str) -> list[tuple[str, tuple]]:
+    """The heads and the members statements of a downsampled chart's blocks, with their parameters."""
+    first = _FIRST_LINE[conn.dialect.name]
+    return [_statement(conn, _HEADS_SAMPLED.replace("{first}", first.format("heads")), trial_ids, group),
+            _statement(conn, _MEMBERS_SAMPLED.replace("{first}", first.format("members")), trial_ids, group, name)]
+
+
+def _blocks(heads: list[Any], members: list[Any], counts: dict[int, int]) -> dict[int, list[tuple[Any, Any]]]:
+    """Each trial of ``counts`` whose blocks hold its count of reports, as (heads row, members
+    row) pairs in block order (rows ``trial_id, block, n, …``; heads in block order), where
+    every block has both parts with as many reports."""
+    closing = {(row[0], row[1]): row for row in members if row[0] in counts}
+    found: dict[int, list[tuple[Any, Any]]] = {}
     refused: set[int] = set()
-    for tid, block, n, head_text in heads:
-        if tid not in expected or tid in refused:
+    for head in heads:
+        tid = head[0]
+        if tid not in counts or tid in refused:
             continue
-        n_members, member_text = closing.get((tid, block), (None, ""))
-        if n != n_members:  # a block without the metric, or one written between the reads
+        member = closing.get((tid, head[1]))
+        if member is None or member[2] != head[2]:  # a block without the metric, or one written between the reads
             refused.add(tid)
             continue
-        if tid not in parts:
-            parts[tid] = ([], [])
-        parts[tid][0].append(head_text)
-        parts[tid][1].append(member_text)
-        held[tid] = held.get(tid, 0) + n
-    histories = {}
-    for tid, count in expected.items():
-        if tid in refused or held.get(tid) != count:
+        found.setdefault(tid, []).append((head, member))
+    return {tid: pairs for tid, pairs in found.items()
+            if tid not in refused and sum(head[2] for head, _ in pairs) == counts[tid]}
+
+
+def _downsampled(heads: list[Any], members: list[Any], expected: dict[int, tuple[int, int]]) -> dict[int, str]:
+    """Each expected trial's chart (``expected``: {trial: (reports, level >= CHART_INDEX_LOD)})
+    from its blocks' rows (``trial_id, block, n, sampled, ends``): its first point, every
+    2**level-th and its last, as the rows give them — where ``_blocks`` finds them all and the
+    sampled lines are one in SAMPLE of the reports (blocks from before migration 8 may hold fewer)."""
+    charts_of: dict[int, str] = {}
+    for tid, pairs in _blocks(heads, members, {tid: n for tid, (n, _) in expected.items()}).items():
+        count, lod = expected[tid]
+        sampled_heads = "".join(head[3] for head, _ in pairs).split("\n")  # one more piece (empty) than lines
+        sampled_members = "".join(member[3] for _, member in pairs).split("\n")
+        ends = {head[1]: (head[4], member[4]) for head, member in pairs if head[4] is not None}
+        if not len(sampled_heads) == len(sampled_members) == count // SAMPLE + 1 or 0 not in ends:
             continue
+        stride = 1 << (lod - t.CHART_INDEX_LOD)
+        # The first point (ordinal 1, below every sampled level), the level's, and the last
+        # where its ordinal is not of the level: sampled, or in the last block, not yet full.
+        point_heads = [ends[0][0].split("\n", 1)[0], *sampled_heads[stride - 1:-1:stride]]
+        point_members = [ends[0][1].split("\n", 1)[0], *sampled_members[stride - 1:-1:stride]]
+        if count % (1 << lod):
+            if not count % SAMPLE:
+                point_heads.append(sampled_heads[-2])
+                point_members.append(sampled_members[-2])
+            else:
+                last = ends.get((count - 1) // BLOCK)
+                if last is None:
+                    continue
+                point_heads.append(last[0][:-1].rsplit("\n", 1)[-1])
+                point_members.append(last[1][:-1].rsplit("\n", 1)[-1])
+        both = [""] * (2 * len(point_heads))
+        both[0::2] = point_heads
+        both[1::2] = point_members
+        text = "".join(both)
+        charts_of[tid] = "[" + text[1:] + "]"  # every head starts with the comma before its point
+    return charts_of
+
+
+def _joined(heads: list[Any], members: list[Any], expected: dict[int, int]) -> dict[int, str]:
+    """Each expected trial's history (the JSON array text) from its heads' and its members'
+    block rows (``trial_id, block, n, text``), where ``_blocks`` finds them all."""
+    histories = {}
+    for tid, pairs in _blocks(heads, members, expected).items():
+        count = expected[tid]
         # Each part ends with its newline, so the heads split into one more piece (empty), and
         # every head starts with the comma before its point: the first one's goes.
-        head_texts, member_texts = parts[tid]
         both = [""] * (2 * count + 1)
-        both[0::2] = "".join(head_texts).split("\n")
-        both[1::2] = "".join(member_texts).split("\n")[:-1]
+        both[0::2] = "".join(head[3] for head, _ in pairs).split("\n")
+        both[1::2] = "".join(member[3] for _, member in pairs).split("\n")[:-1]
         both[0] = "[" + both[0][1:]
         both[-1] = "]"
         histories[tid] = "".join(both)

@@ -152,6 +152,30 @@ def _v7_metric_series(conn: sa.Connection) -> None:
     t.metric_series.create(conn, checkfirst=True)
 
 
+def _v8_metric_series_sampled(conn: sa.Connection) -> None:
+    """metric_series(_steps).sampled, filled from each block's own lines: those of ordinals that
+    are multiples of 8, the 8th, 16th, … line of a block, which starts at a multiple of 64 plus
+    one. (A block that started elsewhere, before migration 7, is of a series the reads refuse
+    anyway: its blocks hold fewer reports than the trial has.)"""
+    sample = 1 << t.CHART_INDEX_LOD
+    for table, text in ((t.metric_series_steps, "heads"), (t.metric_series, "members")):
+        if "sampled" in {c["name"] for c in sa.inspect(conn).get_columns(table.name)}:
+            continue
+        conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN sampled TEXT NOT NULL DEFAULT ''"))
+        key = list(table.primary_key.columns)
+        update = (sa.update(table).where(*(c == sa.bindparam("k_" + c.name) for c in key))
+                  .values(sampled=sa.bindparam("s")))
+        trial_ids = conn.execute(sa.select(table.c.trial_id).distinct()).scalars().all()
+        for k in range(0, len(trial_ids), 100):  # a hundred trials' blocks in memory at a time
+            rows = conn.execute(sa.select(*key, table.c[text]).where(
+                table.c.trial_id.in_(trial_ids[k:k + 100]), table.c.n >= sample)).all()
+            values = [{**{"k_" + c.name: v for c, v in zip(key, row[:-1], strict=True)},
+                       "s": "".join(line + "\n" for line in row[-1].split("\n")[sample - 1:-1:sample])}
+                      for row in rows]
+            if values:
+                conn.execute(update, values)
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -160,6 +184,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (5, _v5_governance),
     (6, _v6_metric_time_text),
     (7, _v7_metric_series),
+    (8, _v8_metric_series_sampled),
 ]
 
 

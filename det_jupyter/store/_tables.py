@@ -268,7 +268,8 @@ CHART_INDEXES = {
 # a group's reports: the part of each point every metric shares, once per report (``heads``),
 # and each metric's own part (``members``), newline-separated in arrival order, with their
 # numbers. A chart of a whole history reads these few rows instead of every report's JSON,
-# where they provably hold the answer.
+# where they provably hold the answer. ``sampled`` repeats the lines of the block's reports at
+# chart level 3 and up (every 8th ordinal): a downsampled chart of long trials reads those.
 metric_series_steps = sa.Table(
     "metric_series_steps",
     metadata,
@@ -276,6 +277,9 @@ metric_series_steps = sa.Table(
     sa.Column("mgroup", sa.String(64), nullable=False),
     sa.Column("block", sa.Integer, nullable=False),
     sa.Column("n", sa.Integer, nullable=False),
+    # Before the block's own lines: SQLite reaches a column past a long text through its
+    # overflow pages (a database from before migration 8 has it last, read at that cost).
+    sa.Column("sampled", sa.Text, nullable=False, server_default=""),
     sa.Column("heads", sa.Text, nullable=False),
     sa.PrimaryKeyConstraint("trial_id", "mgroup", "block"),
 )
@@ -287,6 +291,7 @@ metric_series = sa.Table(
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("block", sa.Integer, nullable=False),
     sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("sampled", sa.Text, nullable=False, server_default=""),
     sa.Column("members", sa.Text, nullable=False),
     sa.PrimaryKeyConstraint("trial_id", "mgroup", "name", "block"),
 )

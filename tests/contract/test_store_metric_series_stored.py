@@ -8,6 +8,7 @@ import json
 import pytest
 import sqlalchemy as sa
 
+from det_jupyter.services import _metric_charts as charts
 from det_jupyter.services import _metric_series as stored
 from det_jupyter.services._clock import FakeClock
 from det_jupyter.services.metrics import MetricService, Report
@@ -256,3 +257,84 @@ def test_a_chart_of_more_trials_than_an_old_sqlite_takes_parameters_is_read(
     many = [tid, *range(10_000, 10_000 + stored._MOST_MARKS + 499)]
     with engine.connect() as conn:
         assert stored.read(conn, many, "training", "loss", 0) == alone != {}
+
+
+# (reports, max_points): levels 3 to 6; the last report sampled or not, at the level or not, in
+# a full block or not; a first block that is also the last.
+DOWNSAMPLED = [(1000, 200), (1000, 70), (1000, 33), (1000, 17), (256, 34), (256, 18), (200, 30),
+               (203, 30), (211, 10), (60, 9), (64, 9), (71, 6)]
+
+
+@pytest.mark.parametrize(("reports", "max_points"), DOWNSAMPLED, ids=[f"{r}-{m}" for r, m in DOWNSAMPLED])
+def test_a_downsampled_chart_of_a_long_trial_comes_from_the_sampled_lines_and_equals_the_rows(
+    engine: sa.Engine, metrics: MetricService, reports: int, max_points: int
+) -> None:
+    """A chart that fits a long trial in ``max_points`` at level 3 or more is read from each
+    block's sampled lines and the first and last blocks: the same text the rows give, the first
+    and the last report kept, every 2**level-th between."""
+    _, _, tid = make_world(engine)
+    lo = 1
+    for size in (7, 1, 57, 3, 64, 129, 500, 1000):  # batches across block boundaries
+        hi = min(lo + size - 1, reports)
+        if lo <= hi:
+            metrics.ingest(tid, 1, _reports("training", range(lo, hi + 1)))
+        lo = hi + 1
+    assert lo == reports + 1
+    lod = charts.level(reports, max_points)
+    assert t.CHART_INDEX_LOD <= lod <= t.MAX_LOD
+    held = _stored(engine, tid, "training", "loss", max_points)
+    assert set(held) == {tid}
+    assert held[tid] == metrics.series([tid], "training", ["loss"], max_points=max_points)[tid]
+    assert held[tid] == _from_rows(engine, metrics, tid, "training", "loss", max_points)
+    steps = [p["batches"] for p in json.loads(held[tid])]
+    level = [s for s in range(1, reports + 1) if s % (1 << lod) == 0]
+    assert steps == sorted({1, *level, reports}) and len(steps) <= max_points
+
+
+def test_a_chart_below_level_3_is_read_from_the_rows(engine: sa.Engine, metrics: MetricService) -> None:
+    """Levels 1 and 2 (every 2nd or 4th report) are not in the sampled lines: from the rows."""
+    _, _, tid = make_world(engine)
+    metrics.ingest(tid, 1, _reports("training", range(1, 301)))
+    for max_points, lod in ((200, 1), (100, 2), (50, 3)):
+        assert charts.level(300, max_points) == lod
+        assert set(_stored(engine, tid, "training", "loss", max_points)) == ({tid} if lod >= 3 else set())
+        got = metrics.series([tid], "training", ["loss"], max_points=max_points)[tid]
+        assert got == _from_rows(engine, metrics, tid, "training", "loss", max_points)
+
+
+@pytest.mark.parametrize("table", ["metric_series", "metric_series_steps"])
+def test_blocks_without_their_sampled_lines_are_read_from_the_rows(
+    engine: sa.Engine, metrics: MetricService, table: str
+) -> None:
+    """A block that lacks its sampled lines (written before migration 8 and not filled) makes
+    its trial's downsampled charts come from the rows; its whole history is still stored."""
+    _, _, tid = make_world(engine)
+    metrics.ingest(tid, 1, _reports("training", range(1, 301)))
+    before = _stored(engine, tid, "training", "loss", 40)
+    with engine.begin() as conn:
+        part = t.metadata.tables[table]
+        conn.execute(sa.update(part).where(part.c.block == 2).values(sampled=""))
+    assert set(before) == {tid} and _stored(engine, tid, "training", "loss", 40) == {}
+    assert metrics.series([tid], "training", ["loss"], max_points=40)[tid] == before[tid]
+    assert set(_stored(engine, tid, "training", "loss")) == {tid}
+
+
+def test_a_downsampled_chart_of_many_trials_answers_each_as_alone(engine: sa.Engine, metrics: MetricService) -> None:
+    """Trials of different lengths in one chart: stored at their own levels, the short one whole,
+    one whose series is incomplete from the rows; each answer what it is alone."""
+    from ._rows import make_trial
+
+    _, exp_id, first = make_world(engine)
+    trials = [first, *(make_trial(engine, exp_id) for _ in range(3))]
+    for tid, n in zip(trials, (500, 130, 20, 333), strict=True):
+        metrics.ingest(tid, 1, _reports("training", range(1, n + 1)))
+    metrics.ingest(trials[3], 1, [Report("training", 334, {"acc": 1.0}, 1_764_001_000.0)])  # no loss
+    with engine.connect() as conn:
+        held = stored.read(conn, trials, "training", "loss", 30)
+    assert set(held) == {trials[0], trials[1], trials[2]}
+    together = metrics.series(trials, "training", ["loss"], max_points=30)
+    for tid in trials:
+        assert together[tid] == metrics.series([tid], "training", ["loss"], max_points=30)[tid]
+        assert together[tid] == _from_rows(engine, metrics, tid, "training", "loss", 30)
+        if tid in held:
+            assert held[tid] == together[tid]

@@ -217,3 +217,34 @@ def test_v7_adds_the_stored_series_and_earlier_trials_chart_from_their_rows(engi
     metrics.ingest(trial_id, None, [Report("training", 6, {"loss": 0.1}, 7.0)])
     points = json.loads(metrics.series([trial_id], "training", ["loss"])[trial_id])
     assert [p["batches"] for p in points] == [1, 2, 3, 4, 5, 6]
+
+
+def test_v8_fills_the_sampled_lines_of_stored_series_from_their_blocks(engine: sa.Engine) -> None:
+    """A database from before the sampled lines (version 7): each block's sampled part is filled
+    from its own lines, the same text ingestion now writes, and downsampled charts of the
+    trials stored then come from it, as the rows give them."""
+    from det_jupyter.services import _metric_series as stored
+    from det_jupyter.services._clock import Clock
+    from det_jupyter.services.metrics import MetricService, Report
+
+    from ._rows import make_world
+
+    _, _, trial_id = make_world(engine)
+    metrics = MetricService(engine, Clock())
+    for lo in range(1, 300, 37):
+        metrics.ingest(trial_id, None, [Report("training", s, {"loss": 1.0 / s, "acc": s / 3}, 1.0 + s)
+                                        for s in range(lo, min(lo + 37, 300))])
+    tables = (t.metric_series_steps, t.metric_series)
+    with engine.connect() as conn:
+        written = [conn.execute(sa.select(tb).order_by(*tb.primary_key.columns)).all() for tb in tables]
+    chart = metrics.series([trial_id], "training", ["acc"], max_points=30)[trial_id]
+    with engine.begin() as conn:
+        for tb in tables:
+            conn.execute(sa.text(f"ALTER TABLE {tb.name} DROP COLUMN sampled"))
+        conn.execute(sa.delete(t.schema_version).where(t.schema_version.c.version >= 8))
+    assert migrate(engine) == max(number for number, _ in _migrate.MIGRATIONS)
+    with engine.connect() as conn:
+        filled = [conn.execute(sa.select(tb).order_by(*tb.primary_key.columns)).all() for tb in tables]
+        assert stored.read(conn, [trial_id], "training", "acc", 30) == {trial_id: chart}
+    assert [sorted(map(tuple, rows)) for rows in filled] == [sorted(map(tuple, rows)) for rows in written]
+    assert sum(r.sampled.count("\n") for r in filled[0]) == 299 // 8
