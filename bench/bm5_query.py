@@ -12,8 +12,8 @@ requests go round the trials, as MLflow's go round its runs), Q2 = all
 trials, one metric, downsampled to <= 200 points each (the same route with every trial id and
 `maxDatapoints=200`), Q3 = `GET /api/v1/experiments/{id}/trials` (the experiment table,
 summaries included), also at a tenth of the data: a second master serves a copy of the database
-taken once the first tenth was loaded, and both are timed in every round (growth: the median of
-the rounds' ratios). Q4: with the master up, one more step per trial is ingested into the same
+taken once the first tenth was loaded, and both are timed in every round, request by request in
+turn (growth: the median of the rounds' ratios). Q4: with the master up, one more step per trial is ingested into the same
 database and Q3 must show it at once. Raw reference: the same rows read with the same query
 straight from the database, no HTTP (`sqlite3` on the file; psycopg on PostgreSQL).
 Peer: MLflow get_metric_history / search_runs (peers/mlflow_query.py), interleaved per round.
@@ -142,6 +142,18 @@ def timed(fn, n: int) -> float:
     return median(out) * 1e3
 
 
+def timed_alternately(a, b, n: int) -> tuple[float, float]:
+    """The p50s in ms of ``a`` and ``b``, called in turn ``n`` times each, which one goes first
+    alternating: a pair whose ratio is read stays side by side while the machine drifts."""
+    out: tuple[list[float], list[float]] = ([], [])
+    for i in range(n):
+        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            t = time.perf_counter()
+            (a, b)[k]()
+            out[k].append(time.perf_counter() - t)
+    return median(out[0]) * 1e3, median(out[1]) * 1e3
+
+
 def queued_experiment(data_dir: Path, db_url: str | None, trials: int,
                       steps: int) -> tuple[MasterProcess, int, list[int]]:
     """A master (no agent), stopped again, whose database holds one experiment of ``trials``
@@ -218,14 +230,16 @@ def main() -> None:
                 q1_parsed = cycle_from(tids, rep * a.n, lambda t: web.json(q1_series(t)))
                 q1_workloads = cycle_from(tids, rep * a.n, lambda t: web.json(f"/api/v1/trials/{t}/workloads"))
                 q1_raw = cycle_from(tids, rep * a.n, raw.q1)
+                # Q3 at both sizes in turn, request by request: their ratio is the growth.
+                q3_small_ms, q3_ms = timed_alternately(lambda: small_web.body(q3_path), lambda: web.body(q3_path), a.n)
                 r = {
                     "q1_ms": timed(q1, a.n),
                     "q1_parsed_ms": timed(q1_parsed, a.n),
                     "q1_workloads_ms": timed(q1_workloads, a.n),
                     "q2_ms": timed(lambda p=q2_path: web.body(p), a.n),
                     "q2_parsed_ms": timed(lambda p=q2_path: web.json(p), a.n),
-                    "q3_small_ms": timed(lambda: small_web.body(q3_path), a.n),
-                    "q3_ms": timed(lambda: web.body(q3_path), a.n),
+                    "q3_small_ms": q3_small_ms,
+                    "q3_ms": q3_ms,
                     "q3_parsed_ms": timed(lambda: web.json(q3_path), a.n),
                     "q1_raw_ms": timed(q1_raw, a.n),
                     "q3_raw_ms": timed(lambda: raw.q3(exp_id), a.n),
