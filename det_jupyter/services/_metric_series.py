@@ -41,6 +41,7 @@ import sqlalchemy as sa
 from ..store import placeholder
 from ..store import tables as t
 from . import _metric_charts as charts
+from . import _metric_columns as columns
 
 # Reports per block: a history of 1,000 reports is 16 rows of each part; an append rewrites at
 # most about 2 kB of a metric's part and 4 kB of the shared one.
@@ -94,11 +95,8 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
     reports' stored JSON, whose members are the points' ``values``."""
     last: dict[str, int] = {}
     disordered: set[str] = set()
-    # (group, block): the block's new heads, and those of them sampled
-    heads: dict[tuple[str, int], tuple[list[str], list[str]]] = {}
-    # (group, block): {name: (the block's new members, and those of them sampled)}
-    members: dict[tuple[str, int], dict[str, tuple[list[str], list[str]]]] = {}
-    for r, ordinal, stamp, body in zip(reports, ordinals, stamps, bodies, strict=True):
+    blocks: dict[tuple[str, int], list[int]] = {}  # (group, block): its new reports' indexes
+    for i, (r, ordinal) in enumerate(zip(reports, ordinals, strict=True)):
         group, step = r.group, r.steps_completed
         if group in disordered:
             continue
@@ -109,46 +107,73 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
             disordered.add(group)
             continue
         last[group] = step
-        where = (group, (ordinal - 1) // BLOCK)
-        names = members.get(where)
-        if names is None:
-            names = members[where] = {}
-            heads[where] = ([], [])
-        sampled = not ordinal % SAMPLE
-        head = f',{{"batches":{step},"time":"{stamp}","values":{{\n'
-        heads[where][0].append(head)
-        if sampled:
-            heads[where][1].append(head)
-        # The body's members are `"name":value` as a point spells them (one encoder): taken
-        # from it, a value is not formatted twice. Where a comma inside a name or a value
-        # splits it into more pieces than names, each value is formatted here instead.
-        pieces = body[1:-1].split(",")
-        metrics = r.metrics
-        if len(pieces) != len(metrics):
-            pieces = [json.dumps(name) + ":" + repr(value) for name, value in metrics.items()]
-        for (name, value), piece in zip(metrics.items(), pieces, strict=True):
-            kind = type(value)
-            # Finite floats and ints only (x - x is 0.0 for a finite float, NaN otherwise).
-            if kind is int or (kind is float and value - value == 0.0):
-                closed = names.get(name)
-                if closed is None:
-                    closed = names[name] = ([], [])
-                closed[0].append(piece + "}}\n")
-                if sampled:
-                    closed[1].append(piece + "}}\n")
+        blocks.setdefault((group, (ordinal - 1) // BLOCK), []).append(i)
     if disordered:
         for table in (t.metric_series, t.metric_series_steps):
             conn.execute(sa.delete(table).where(table.c.trial_id == trial_id, table.c.mgroup.in_(disordered)))
+    head_rows, member_rows = [], []
+    for (group, block), indexes in blocks.items():
+        if group in disordered:
+            continue
+        sampled = [k for k, i in enumerate(indexes) if not ordinals[i] % SAMPLE]  # positions in the block
+        heads = [f',{{"batches":{reports[i].steps_completed},"time":"{stamps[i]}","values":{{\n' for i in indexes]
+        head_rows.append((trial_id, group, block, len(heads), "".join(heads), "".join([heads[k] for k in sampled])))
+        for name, n, text, sampled_text in _members([reports[i] for i in indexes], [bodies[i] for i in indexes], sampled):
+            member_rows.append((trial_id, group, name, block, n, text, sampled_text))
     mark = placeholder(conn)
-    rows = [(trial_id, group, block, len(texts), "".join(texts), "".join(sampled_texts))
-            for (group, block), (texts, sampled_texts) in heads.items() if group not in disordered]
-    if rows:
-        conn.exec_driver_sql(_UPSERT_HEADS.format(mark), rows)
-    rows = [(trial_id, group, name, block, len(texts), "".join(texts), "".join(sampled_texts))
-            for (group, block), names in members.items() if group not in disordered
-            for name, (texts, sampled_texts) in names.items()]
-    if rows:
-        conn.exec_driver_sql(_UPSERT_MEMBERS.format(mark), rows)
+    if head_rows:
+        conn.exec_driver_sql(_UPSERT_HEADS.format(mark), head_rows)
+    if member_rows:
+        conn.exec_driver_sql(_UPSERT_MEMBERS.format(mark), member_rows)
+
+
+def _members(reports: list[Any], bodies: list[str], sampled: list[int]) -> list[tuple[str, int, str, str]]:
+    """Each metric's members among one block's new ``reports`` (their stored ``bodies``;
+    ``sampled``: the positions of those sampled): ``(name, number, text, sampled text)``, for
+    the finite ints and floats only.
+
+    The body's members are `"name":value` as a point spells them (one encoder): taken from it,
+    a value is not formatted twice. Where every report holds the same finite numbers, by
+    columns (``_metric_columns``); else value by value, and where a comma inside a name or a
+    value splits a body into more pieces than names, each value is formatted here instead."""
+    pieces = [body[1:-1].split(",") for body in bodies]
+    by_columns = _members_by_columns(reports, pieces, sampled)
+    return by_columns if by_columns is not None else _members_by_value(reports, pieces, sampled)
+
+
+def _members_by_columns(reports: list[Any], pieces: list[list[str]],
+                        sampled: list[int]) -> list[tuple[str, int, str, str]] | None:
+    """``_members`` where every report holds the same finite numbers, each its body's piece;
+    None elsewhere."""
+    found = columns.uniform(reports)
+    if found is None or any(len(p) != len(found[0]) for p in pieces):
+        return None
+    out = []
+    for name, column in zip(found[0], zip(*pieces, strict=True), strict=True):
+        chosen = [column[k] for k in sampled]
+        out.append((name, len(column), "}}\n".join(column) + "}}\n", "}}\n".join(chosen) + "}}\n" if chosen else ""))
+    return out
+
+
+def _members_by_value(reports: list[Any], pieces: list[list[str]], sampled: list[int]) -> list[tuple[str, int, str, str]]:
+    """``_members`` value by value: any reports."""
+    texts: dict[str, tuple[list[str], list[str]]] = {}  # name: (members, those sampled)
+    picked = set(sampled)
+    for k, (r, body_pieces) in enumerate(zip(reports, pieces, strict=True)):
+        metrics = r.metrics
+        if len(body_pieces) != len(metrics):
+            body_pieces = [json.dumps(name) + ":" + repr(value) for name, value in metrics.items()]
+        for (name, value), piece in zip(metrics.items(), body_pieces, strict=True):
+            kind = type(value)
+            # Finite floats and ints only (x - x is 0.0 for a finite float, NaN otherwise).
+            if kind is int or (kind is float and value - value == 0.0):
+                closed = texts.get(name)
+                if closed is None:
+                    closed = texts[name] = ([], [])
+                closed[0].append(piece + "}}\n")
+                if k in picked:
+                    closed[1].append(piece + "}}\n")
+    return [(name, len(all_), "".join(all_), "".join(chosen)) for name, (all_, chosen) in texts.items()]
 
 
 def _expected(trials: Any, group: str, name: str, max_points: int) -> dict[int, tuple[int, int]]:

@@ -23,6 +23,7 @@ from ..errors import Conflict, InvalidRequest, NotFound
 from ..store import placeholder, reader
 from ..store import tables as t
 from . import _metric_charts as charts
+from . import _metric_columns as columns
 from . import _metric_series as stored
 from ._clock import Clock
 
@@ -70,12 +71,30 @@ def parse_report(body: dict, default_time: float) -> Report:
     return Report(group, steps, metrics, default_time)
 
 
-def update_summary(summary: dict | None, reports: list[Report]) -> dict:
+def update_summary(summary: dict | None, reports: list[Report],
+                   found: tuple[tuple[str, ...], list[tuple]] | None = None) -> dict:
     """Fold reports, in order, into a trial's summary: per group, per metric last/min/max/count
     of the finite numbers (``last``: the value at the highest step, a later report winning a
     tie). One copy of the touched groups per call, then in place: ingestion folds whole
-    batches, and a fresh dict per value cost more than storing the rows."""
+    batches, and a fresh dict per value cost more than storing the rows. ``found``: the
+    reports' ``_metric_columns.uniform`` where the caller has it."""
     out = dict(summary or {})
+    if reports:
+        group = reports[0].group
+        steps = [r.steps_completed for r in reports]
+        if all(r.group == group for r in reports) and steps == sorted(steps):
+            found = found if found is not None else columns.uniform(reports)
+            if found is not None:  # one group's finite numbers in step order: by columns
+                stats = {k: dict(v) for k, v in (out.get(group) or {}).items()}
+                columns.fold(stats, *found, steps[-1])
+                out[group] = stats
+                return out
+    _fold_each(out, reports)
+    return out
+
+
+def _fold_each(out: dict, reports: list[Report]) -> None:
+    """``update_summary``'s fold, value by value, into ``out`` (a copy of the summary)."""
     touched: dict[str, dict] = {}
     for r in reports:
         stats = touched.get(r.group)
@@ -87,22 +106,9 @@ def update_summary(summary: dict | None, reports: list[Report]) -> dict:
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
                     continue
                 value = float(value)
-            if not math.isfinite(value):
-                continue
-            s = stats.get(name)
-            if s is None:
-                stats[name] = {"last": value, "min": value, "max": value, "count": 1, "lastStep": step}
-                continue
-            if step >= s.get("lastStep", -1):
-                s["last"] = value
-                s["lastStep"] = step
-            if value < s["min"]:
-                s["min"] = value
-            if value > s["max"]:
-                s["max"] = value
-            s["count"] += 1
+            if math.isfinite(value):
+                columns.merge(stats, name, value, value, value, 1, step)
     out.update(touched)
-    return out
 
 
 def best_of(best: float | None, report: Report, metric: str | None, sign: float) -> float | None:
@@ -153,9 +159,13 @@ def _ordinals(reports: list[Report], counts: dict[str, int]) -> list[int]:
 
 def _rows(trial_id: int, run_id: int | None, reports: list[Report], ordinals: list[int],
           stamps: list[str], bodies: list[str]) -> Iterator[tuple]:
-    """The metric rows of new reports. Each row is made (its body encoded, and added to
-    ``bodies``) as it is taken: PostgreSQL stores the rows COPY has sent while the next ones
-    are encoded."""
+    """The metric rows of new reports. ``bodies``: their encoded metrics, or empty: then each
+    row's body is encoded (and added to ``bodies``) as the row is taken, and PostgreSQL stores
+    the rows COPY has sent while the next ones are encoded."""
+    if bodies:
+        for r, n, stamp, body in zip(reports, ordinals, stamps, bodies, strict=True):
+            yield trial_id, run_id, r.group, r.steps_completed, r.report_time, body, False, _lod(n), stamp
+        return
     for r, n, stamp in zip(reports, ordinals, stamps, strict=True):
         body = _body(r.metrics)
         bodies.append(body)
@@ -246,7 +256,8 @@ class MetricService:
             counts = dict(trial.report_counts or {})
             ordinals = _ordinals(fresh, counts)
             stamps = [time_text(r.report_time) for r in fresh]
-            bodies: list[str] = []
+            found = columns.uniform(fresh)  # a training loop's batch: encoded and summed by columns
+            bodies = columns.encoded(*found) if found is not None else []
             _insert_rows(conn, _rows(trial_id, trial.run_id, fresh, ordinals, stamps, bodies))
             stored.append(conn, trial_id, trial.summary, fresh, ordinals, stamps, bodies)
             validations = [r for r in fresh if r.group == "validation"]
@@ -258,7 +269,7 @@ class MetricService:
                 best = best_of(best, r, metric, sign)
             total = max(trial.total_batches, max(r.steps_completed for r in fresh))
             conn.execute(_INGEST_UPDATE, {
-                "trial_id": trial_id, "summary": update_summary(trial.summary, fresh),
+                "trial_id": trial_id, "summary": update_summary(trial.summary, fresh, found),
                 "best_validation": best, "total_batches": total, "report_counts": counts,
             })
         return Ingested(validations, trial)
