@@ -13,8 +13,8 @@ trials, one metric, downsampled to <= 200 points each (the same route with every
 `maxDatapoints=200`), Q3 = `GET /api/v1/experiments/{id}/trials` (the experiment table,
 summaries included), also at a tenth of the data: a second master serves a copy of the database
 taken once the first tenth was loaded, and both are timed in every round, request by request in
-turn (growth: the median of the rounds' ratios). Q4: with the master up, one more step per trial is ingested into the same
-database and Q3 must show it at once. Raw reference: the same rows read with the same query
+turn (growth: the median of the rounds' ratios). Q4: with the master up, one more step per trial
+is ingested into the same database and Q3 must show it at once. Raw reference: the same rows read with the same query
 straight from the database, no HTTP (`sqlite3` on the file; psycopg on PostgreSQL).
 Peer: MLflow get_metric_history / search_runs (peers/mlflow_query.py), interleaved per round.
 

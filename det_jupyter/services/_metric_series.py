@@ -88,11 +88,14 @@ _FIRST_LINE = {"sqlite": "substr({0}, 1, instr({0}, char(10)))", "postgresql": "
 
 
 def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: list[Any],
-           ordinals: list[int], stamps: list[str], bodies: list[str]) -> None:
+           ordinals: list[int], stamps: list[str], bodies: list[str],
+           names: tuple[str, ...] | None = None) -> None:
     """Add new reports to their blocks, in ``conn`` (ingestion's transaction). ``summary`` is
     the trial's summary before these reports: each metric's ``lastStep`` gives how far its
     group has gone. A group whose steps do not move forward loses its blocks. ``bodies``: the
-    reports' stored JSON, whose members are the points' ``values``."""
+    reports' stored JSON, whose members are the points' ``values``. ``names``: the metric names
+    of the reports where the caller found them ``_metric_columns.uniform`` (else each block is
+    looked at on its own: a batch of training and validation reports has uniform blocks)."""
     last: dict[str, int] = {}
     disordered: set[str] = set()
     blocks: dict[tuple[str, int], list[int]] = {}  # (group, block): its new reports' indexes
@@ -118,7 +121,8 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
         sampled = [k for k, i in enumerate(indexes) if not ordinals[i] % SAMPLE]  # positions in the block
         heads = [f',{{"batches":{reports[i].steps_completed},"time":"{stamps[i]}","values":{{\n' for i in indexes]
         head_rows.append((trial_id, group, block, len(heads), "".join(heads), "".join([heads[k] for k in sampled])))
-        for name, n, text, sampled_text in _members([reports[i] for i in indexes], [bodies[i] for i in indexes], sampled):
+        for name, n, text, sampled_text in _members([reports[i] for i in indexes], [bodies[i] for i in indexes],
+                                                    sampled, names):
             member_rows.append((trial_id, group, name, block, n, text, sampled_text))
     mark = placeholder(conn)
     if head_rows:
@@ -127,29 +131,34 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
         conn.exec_driver_sql(_UPSERT_MEMBERS.format(mark), member_rows)
 
 
-def _members(reports: list[Any], bodies: list[str], sampled: list[int]) -> list[tuple[str, int, str, str]]:
+def _members(reports: list[Any], bodies: list[str], sampled: list[int],
+             names: tuple[str, ...] | None = None) -> list[tuple[str, int, str, str]]:
     """Each metric's members among one block's new ``reports`` (their stored ``bodies``;
-    ``sampled``: the positions of those sampled): ``(name, number, text, sampled text)``, for
-    the finite ints and floats only.
+    ``sampled``: the positions of those sampled; ``names``: as ``append``'s): ``(name, number,
+    text, sampled text)``, for the finite ints and floats only.
 
     The body's members are `"name":value` as a point spells them (one encoder): taken from it,
     a value is not formatted twice. Where every report holds the same finite numbers, by
     columns (``_metric_columns``); else value by value, and where a comma inside a name or a
     value splits a body into more pieces than names, each value is formatted here instead."""
     pieces = [body[1:-1].split(",") for body in bodies]
-    by_columns = _members_by_columns(reports, pieces, sampled)
+    by_columns = _members_by_columns(reports, pieces, sampled, names)
     return by_columns if by_columns is not None else _members_by_value(reports, pieces, sampled)
 
 
-def _members_by_columns(reports: list[Any], pieces: list[list[str]],
-                        sampled: list[int]) -> list[tuple[str, int, str, str]] | None:
-    """``_members`` where every report holds the same finite numbers, each its body's piece;
-    None elsewhere."""
-    found = columns.uniform(reports)
-    if found is None or any(len(p) != len(found[0]) for p in pieces):
+def _members_by_columns(reports: list[Any], pieces: list[list[str]], sampled: list[int],
+                        names: tuple[str, ...] | None = None) -> list[tuple[str, int, str, str]] | None:
+    """``_members`` where every report holds the same finite numbers (``names``, where known),
+    each its body's piece; None elsewhere."""
+    if names is None:
+        found = columns.uniform(reports)
+        if found is None:
+            return None
+        names = found[0]
+    if any(len(p) != len(names) for p in pieces):
         return None
     out = []
-    for name, column in zip(found[0], zip(*pieces, strict=True), strict=True):
+    for name, column in zip(names, zip(*pieces, strict=True), strict=True):
         chosen = [column[k] for k in sampled]
         out.append((name, len(column), "}}\n".join(column) + "}}\n", "}}\n".join(chosen) + "}}\n" if chosen else ""))
     return out

@@ -162,14 +162,10 @@ def _rows(trial_id: int, run_id: int | None, reports: list[Report], ordinals: li
     """The metric rows of new reports. ``bodies``: their encoded metrics, or empty: then each
     row's body is encoded (and added to ``bodies``) as the row is taken, and PostgreSQL stores
     the rows COPY has sent while the next ones are encoded."""
-    if bodies:
-        for r, n, stamp, body in zip(reports, ordinals, stamps, bodies, strict=True):
-            yield trial_id, run_id, r.group, r.steps_completed, r.report_time, body, False, _lod(n), stamp
-        return
-    for r, n, stamp in zip(reports, ordinals, stamps, strict=True):
-        body = _body(r.metrics)
-        bodies.append(body)
-        yield trial_id, run_id, r.group, r.steps_completed, r.report_time, body, False, _lod(n), stamp
+    for k, (r, n, stamp) in enumerate(zip(reports, ordinals, stamps, strict=True)):
+        if k == len(bodies):
+            bodies.append(_body(r.metrics))
+        yield trial_id, run_id, r.group, r.steps_completed, r.report_time, bodies[k], False, _lod(n), stamp
 
 
 def _insert_rows(conn: sa.Connection, rows: Iterable[tuple]) -> None:
@@ -259,7 +255,8 @@ class MetricService:
             found = columns.uniform(fresh)  # a training loop's batch: encoded and summed by columns
             bodies = columns.encoded(*found) if found is not None else []
             _insert_rows(conn, _rows(trial_id, trial.run_id, fresh, ordinals, stamps, bodies))
-            stored.append(conn, trial_id, trial.summary, fresh, ordinals, stamps, bodies)
+            stored.append(conn, trial_id, trial.summary, fresh, ordinals, stamps, bodies,
+                          found[0] if found is not None else None)
             validations = [r for r in fresh if r.group == "validation"]
             best = trial.best_validation
             searcher = trial.config.get("searcher", {})
