@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +53,17 @@ def backend_db_url(request: pytest.FixtureRequest) -> str | None:
     if not PG_DSN:
         pytest.skip(PG_SKIP)
     return fresh_pg_database()
+
+
+@pytest.fixture
+def task_shared_dir() -> Iterator[Path]:
+    """A directory any task can read and write (mode 1777 on a traversable path). Tasks run
+    as an unprivileged account that cannot enter pytest's 0700 ``tmp_path``; a test whose task
+    must read a script or leave a file outside its context uses this instead."""
+    path = Path(tempfile.mkdtemp(prefix="det-test-shared-"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

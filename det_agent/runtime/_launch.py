@@ -17,10 +17,17 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._isolation import (
+    RUN_MOUNT,
+    WORKDIR_MOUNT,
+    Identity,
+    Step,
+    drop_privileges_argv,
+    plan_to_shell,
+)
+
 log = logging.getLogger(__name__)
 
-#: Where the stock harness looks for its info files inside a task.
-RUN_MOUNT = "/run/determined"
 
 _UNSHARE = [
     "unshare",
@@ -62,7 +69,9 @@ def harness_dir() -> str | None:
     private = os.path.join(tempfile.gettempdir(), f"det-agent-harness-{os.getuid()}")
     link = os.path.join(private, "det_harness")
     try:
-        os.makedirs(private, mode=0o700, exist_ok=True)
+        # Readable by all (tasks may run as other users), writable by this user only.
+        os.makedirs(private, mode=0o755, exist_ok=True)
+        os.chmod(private, 0o755)
         if os.path.realpath(link) != os.path.realpath(package):
             tmp = f"{link}.{os.getpid()}"
             os.symlink(package, tmp)
@@ -89,11 +98,16 @@ def build_env(
     slot_types: Mapping[int, str],
     harness: str | None,
     python_bin: str | None,
+    home: str | None = None,
+    user: str | None = None,
 ) -> dict[str, str]:
     """The task's environment.
 
-    Layers, later winning: ``base`` (the agent's own environment) with ``python_bin`` prepended
-    to PATH (so ``python3`` is the agent's interpreter), then ``spec["env"]``, then what only the
+    Layers, later winning: ``base`` (the allowlisted part of the agent's environment, see
+    :func:`~._isolation.inherited_env`) with ``python_bin`` prepended to PATH (so ``python3`` is
+    the agent's interpreter) and HOME/USER/LOGNAME of the task's own identity, then
+    ``spec["env"]`` (the task's DET_* variables and its config's ``environment_variables``),
+    then what only the
     agent knows (DET_AGENT_ID, DET_CONTAINER_ID, DET_SLOT_IDS, CUDA_VISIBLE_DEVICES,
     DET_RESOURCES_TYPE) and ``harness`` prepended to PYTHONPATH. ``slot_types`` maps each slot
     id of this agent to "cuda" or "cpu".
@@ -103,6 +117,10 @@ def build_env(
         env.pop(key, None)
     if python_bin:
         env["PATH"] = _prepend(python_bin, env.get("PATH"))
+    if home:
+        env["HOME"] = home
+    if user:
+        env["USER"] = env["LOGNAME"] = user
     env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
     slot_ids = [int(s) for s in spec.get("slot_ids") or []]
     unknown = [s for s in slot_ids if s not in slot_types]
@@ -134,16 +152,16 @@ def isolated_argv(
     unshare: Sequence[str],
     entry: Sequence[str],
     *,
-    run_dir: str,
-    work_dir: str,
-    mounts: Sequence[Mapping[str, str]],
+    steps: Sequence[Step],
+    identity: Identity | None = None,
     parent_lock: str | None = None,
 ) -> list[str]:
-    """Wrap ``entry`` so it runs in a private mount + pid namespace with the task's mounts.
+    """Wrap ``entry`` so it runs in a private mount + pid namespace laid out by ``steps``
+    (:func:`~._isolation.mount_plan`), as ``identity`` with no capabilities.
 
-    The ``sh`` preamble bind-mounts ``run_dir`` at /run/determined and each mount's host_path at
-    its container_path, then execs the entrypoint in ``work_dir`` (as pid 1 of the namespace, so
-    every process the task leaves behind dies with it).
+    The ``sh`` preamble runs the mount steps, then execs the entrypoint through ``setpriv``
+    in /run/determined/workdir (as pid 1 of the namespace, so every process the task leaves
+    behind dies with it).
 
     ``parent_lock``: a file whose shared flock ``unshare`` holds through its stdin (see
     :func:`open_parent_lock`). ``unshare --kill-child`` arms the namespace's pid 1 to die with
@@ -152,20 +170,16 @@ def isolated_argv(
     runs after that arming; it lets go of its own copy of stdin and leaves at once if it can
     then take the lock exclusively, i.e. ``unshare`` is gone.
     """
-    steps = ["set -e"]
+    lines = ["set -e"]
     if parent_lock:
-        steps.append("exec </dev/null")
-        steps.append(
+        lines.append("exec </dev/null")
+        lines.append(
             f"if flock -n -x {shlex.quote(parent_lock)} true 2>/dev/null; then exit 137; fi"
         )
-    steps.append(f"mount --bind {shlex.quote(run_dir)} {RUN_MOUNT}")
-    for m in mounts:
-        steps.append(
-            f"mount --bind {shlex.quote(m['host_path'])} {shlex.quote(m['container_path'])}"
-        )
-    steps.append(f"cd {shlex.quote(work_dir)}")
-    steps.append("exec " + " ".join(shlex.quote(a) for a in entry))
-    return [*unshare, "sh", "-c", "\n".join(steps)]
+    lines.extend(plan_to_shell(steps))
+    lines.append(f"cd {WORKDIR_MOUNT}")
+    lines.append("exec " + " ".join(shlex.quote(a) for a in [*drop_privileges_argv(identity), *entry]))
+    return [*unshare, "sh", "-c", "\n".join(lines)]
 
 
 def probe_isolation() -> list[str] | None:

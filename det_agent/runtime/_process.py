@@ -9,11 +9,23 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._devices import Slot
 from ._base import LogLine, OnExit, OnLog, Runtime
+from ._isolation import (
+    DEFAULT_TASK_USER,
+    RUN_MOUNT,
+    WORKDIR_MOUNT,
+    Identity,
+    account_name,
+    ensure_account,
+    inherited_env,
+    mount_plan,
+    resolve_identity,
+)
 from ._launch import (
     build_env,
     entrypoint_argv,
@@ -28,7 +40,9 @@ from ._logs import LogBatcher, pump_pipe, utc_now, wait_process
 from ._taskdir import (
     ContextCache,
     LaunchError,
+    TaskDir,
     fetch_context,
+    hand_over,
     make_task_dir,
     snapshot_model_dir,
     write_info_files,
@@ -64,6 +78,17 @@ def _warn_no_isolation() -> None:
         )
 
 
+def _interpreter_paths() -> list[str]:
+    """What every task must reach on the host: the agent's interpreter (its venv and the base
+    installation behind it) and the harness."""
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    harness = harness_dir()
+    if harness:
+        paths.add(harness)
+        paths.add(os.path.realpath(os.path.join(harness, "det_harness")))
+    return sorted(os.path.realpath(p) for p in paths)
+
+
 def _killpg(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -91,8 +116,15 @@ class ProcessRuntime(Runtime):
     """Runs each task as a process group under ``<work_dir>/tasks/<allocation_id>/``.
 
     ``isolate``: True requires namespaces (RuntimeError if the probe fails), False never uses
-    them, None (default) uses them when ``unshare`` works here and warns once otherwise.
-    ``base_env`` replaces ``os.environ`` as the bottom layer of each task's environment.
+    them (tasks then run as the agent's own user and see what it sees: for tests and trusted
+    single-user setups only), None (default) uses them when ``unshare`` works here and warns
+    once otherwise.
+    ``base_env`` replaces the allowlisted part of ``os.environ`` (``_isolation.ENV_ALLOWLIST``)
+    as the bottom layer of each task's environment.
+    ``task_user``: the account an agent running as root runs unlinked users' tasks as (created
+    when missing; default ``det-task``); a linked user's tasks run as the spec's ``run_as``.
+    ``hidden_paths``: host directories no isolated task may see (the agent's own work dir
+    always is), such as the master's data dir for an embedded agent.
     ``warm_start``: Python tasks fork from a launcher that has the interpreter and the harness
     loaded (``_warm.py``) — milliseconds instead of an interpreter start per task.
     """
@@ -107,15 +139,22 @@ class ProcessRuntime(Runtime):
         base_env: Mapping[str, str] | None = None,
         keep_task_dirs: bool = False,
         warm_start: bool = True,
+        task_user: str | None = None,
+        hidden_paths: Sequence[str] = (),
     ) -> None:
         self._work_dir = os.path.abspath(work_dir)
+        self._task_user = task_user or DEFAULT_TASK_USER
+        self._default_identity: tuple[int, int, str] | None = None
+        self._hidden = [self._work_dir, *(os.path.abspath(p) for p in hidden_paths if p)]
+        self._needed = _interpreter_paths()
         self._agent_id = agent_id
         self._slot_types = {s.id: s.type for s in slots}
-        self._base_env = base_env
+        self._base_env = inherited_env(os.environ) if base_env is None else dict(base_env)
         self._keep = keep_task_dirs
         self._tasks: dict[str, _Task] = {}
         self._contexts = ContextCache(os.path.join(self._work_dir, "contexts"))
         self._unshare: list[str] | None = None
+        self._isolate = isolate
         if isolate is not False:
             self._unshare = _isolation_prefix()
             if self._unshare is None:
@@ -128,7 +167,7 @@ class ProcessRuntime(Runtime):
         # The launcher isolates tasks itself, as root only (no user namespace of its own).
         self._warm: WarmLauncher | None = None
         if warm_start and (self._unshare is None or "--map-root-user" not in self._unshare):
-            self._warm = WarmLauncher(env=os.environ if base_env is None else base_env, harness=harness_dir())
+            self._warm = WarmLauncher(env=self._base_env, harness=harness_dir())
 
     @property
     def isolated(self) -> bool:
@@ -152,16 +191,20 @@ class ProcessRuntime(Runtime):
                 raise LaunchError("invalid task spec: allocation_id is missing")
             if "entrypoint" not in spec:
                 raise LaunchError("invalid task spec: entrypoint is missing")
+            ident = await self._identity(spec)
             taskdir = await asyncio.to_thread(make_task_dir, self._work_dir, allocation_id)
             write_info_files(taskdir, spec.get("info_files") or {})
+            isolated = self._unshare is not None
             try:
                 env = build_env(
                     spec,
-                    base=os.environ if self._base_env is None else self._base_env,
+                    base=self._base_env,
                     agent_id=self._agent_id,
                     slot_types=self._slot_types,
                     harness=harness_dir(),
                     python_bin=python_bin_dir(),
+                    home=f"{RUN_MOUNT}/home" if isolated else taskdir.home,
+                    user=ident.user or account_name(ident.uid),
                 )
                 argv = entrypoint_argv(spec["entrypoint"])
             except (ValueError, TypeError) as e:
@@ -169,16 +212,24 @@ class ProcessRuntime(Runtime):
             await fetch_context(spec, taskdir.work, self._contexts)
             if spec.get("task_type") == "TRIAL":
                 await asyncio.to_thread(snapshot_model_dir, taskdir)
+            await asyncio.to_thread(hand_over, taskdir, ident.uid, ident.gid)
             if task.killed:
                 raise LaunchError("killed before it started", exit_code=137)
             mounts = list(spec.get("mounts") or [])
-            if self._unshare is not None:
+            steps: list[tuple[str, ...]] = []
+            if isolated:
                 self._make_mountpoints(mounts)
+                steps = mount_plan(
+                    run_dir=taskdir.run, work_dir=taskdir.work, mounts=mounts,
+                    hidden=self._hidden, needed=self._needed, uid=ident.uid, gid=ident.gid,
+                    stage_dir=taskdir.stage,
+                )
             elif mounts:
                 _warn_no_isolation()
-            proc = await self._start_warm(spec["entrypoint"], env, taskdir.work, taskdir.run, mounts)
+            cwd = WORKDIR_MOUNT if isolated else taskdir.work
+            proc = await self._start_warm(spec["entrypoint"], env, cwd, steps, ident)
             if proc is None:
-                proc = self._start_cold(argv, env, taskdir.work, taskdir.run, mounts)
+                proc = self._start_cold(argv, env, taskdir, steps, ident)
         except LaunchError as e:
             self._fail(task, str(e), e.exit_code)
             return None
@@ -199,23 +250,50 @@ class ProcessRuntime(Runtime):
         log.info("task %s started as pid %d", allocation_id, proc.pid)
         return proc.pid
 
+    async def _identity(self, spec: dict[str, Any]) -> Identity:
+        """Who the task runs as (see ``_isolation.resolve_identity``); LaunchError when the
+        agent is root and cannot isolate, since it never runs tasks as root by itself."""
+        try:
+            ident = resolve_identity(spec, euid=os.geteuid(), egid=os.getegid(),
+                                     default_user=self._default_account)
+        except ValueError as e:
+            raise LaunchError(f"invalid task spec: {e}") from e
+        except RuntimeError as e:
+            raise LaunchError(str(e)) from e
+        if ident.switch and self._unshare is None and self._isolate is not False:
+            raise LaunchError(
+                "the agent runs as root but cannot isolate tasks (`unshare --mount --pid` "
+                "failed), and it runs no task as root or as another user without isolation; "
+                "fix the host's namespaces or run the agent as an unprivileged user")
+        if self._isolate is False:  # the explicit unisolated mode: the agent's own user
+            return Identity(os.geteuid(), os.getegid(), None, False, "agent")
+        return ident
+
+    def _default_account(self) -> tuple[int, int, str]:
+        if self._default_identity is None:
+            self._default_identity = ensure_account(self._task_user)
+        return self._default_identity
+
     def _start_cold(
-        self, argv: list[str], env: dict[str, str], work: str, run: str, mounts: list[dict[str, str]],
+        self, argv: list[str], env: dict[str, str], taskdir: TaskDir, steps: list[tuple[str, ...]],
+        ident: Identity,
     ) -> subprocess.Popen[bytes]:
         """The task as a new process (inside ``unshare`` when isolated)."""
         stdin = subprocess.DEVNULL
+        cwd = taskdir.work
         if self._unshare is not None:
-            lock_path = os.path.join(os.path.dirname(run), "parent.lock")
+            lock_path = os.path.join(taskdir.root, "parent.lock")
             lock = open_parent_lock(lock_path)
             argv = isolated_argv(
-                self._unshare, argv, run_dir=run, work_dir=work, mounts=mounts,
+                self._unshare, argv, steps=steps, identity=ident,
                 parent_lock=lock_path if lock is not None else None,
             )
             stdin = subprocess.DEVNULL if lock is None else lock
+            cwd = "/"
         try:
             return subprocess.Popen(
                 argv,
-                cwd=work,
+                cwd=cwd,
                 env=env,
                 stdin=stdin,
                 stdout=subprocess.PIPE,
@@ -228,15 +306,19 @@ class ProcessRuntime(Runtime):
                 os.close(stdin)  # unshare (and only it, once the preamble ran) holds the lock
 
     async def _start_warm(
-        self, entrypoint: Any, env: dict[str, str], work: str, run: str, mounts: list[dict[str, str]],
+        self, entrypoint: Any, env: dict[str, str], cwd: str, steps: list[tuple[str, ...]],
+        ident: Identity,
     ) -> WarmProcess | None:
         """The task forked by the warm launcher, or None to start it cold."""
         argv = self._warm.python_argv(entrypoint, env) if self._warm is not None else None
         if argv is None:
             return None
-        isolate = {"run_dir": run, "mounts": mounts} if self._unshare is not None else None
+        isolate = None
+        if self._unshare is not None:
+            isolate = {"steps": [list(s) for s in steps], "uid": ident.uid, "gid": ident.gid,
+                       "switch": ident.switch}
         try:
-            return await self._warm.spawn(argv, cwd=work, env=env, isolate=isolate)  # type: ignore[union-attr]
+            return await self._warm.spawn(argv, cwd=cwd, env=env, isolate=isolate)  # type: ignore[union-attr]
         except WarmStartError as e:
             log.warning("warm start failed (%s); starting the task cold", e)
             return None

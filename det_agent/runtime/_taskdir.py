@@ -51,6 +51,17 @@ class TaskDir:
         """``run/info``: the info files the stock harness reads."""
         return os.path.join(self.run, "info")
 
+    @property
+    def home(self) -> str:
+        """``run/home``: the task's HOME (caches, dotfiles), its own like the rest."""
+        return os.path.join(self.run, "home")
+
+    @property
+    def stage(self) -> str:
+        """``run/.stage``: where an isolated task's namespace parks paths while it covers their
+        parents (see ``_isolation.mount_plan``); ``run/workdir`` is where ``work`` appears."""
+        return os.path.join(self.run, ".stage")
+
 
 def _link_or_copy(src: str, dst: str) -> None:
     try:
@@ -74,9 +85,25 @@ def make_task_dir(work_dir: str, allocation_id: str) -> TaskDir:
         raise LaunchError(f"allocation id {allocation_id!r} cannot be used as a directory name")
     task = TaskDir(os.path.join(os.path.abspath(work_dir), "tasks", allocation_id))
     shutil.rmtree(task.root, ignore_errors=True)
-    os.makedirs(task.work)
-    os.makedirs(task.info)
+    tasks = os.path.dirname(task.root)
+    os.makedirs(tasks, mode=0o700, exist_ok=True)
+    os.chmod(tasks, 0o700)  # no task lists, let alone enters, another task's directory
+    os.makedirs(task.root, mode=0o700)
+    for path in (task.work, task.info, task.home, task.stage, os.path.join(task.run, "workdir")):
+        os.makedirs(path)
     return task
+
+
+def hand_over(task: TaskDir, uid: int, gid: int) -> None:
+    """Give the prepared task directory to the uid/gid the task runs as (the agent's files in
+    it included: context, info files, model snapshot), private to it (0700)."""
+    os.chmod(task.root, 0o700)
+    if (uid, gid) == (os.geteuid(), os.getegid()):
+        return
+    for parent, dirs, files in os.walk(task.root):
+        os.lchown(parent, uid, gid)
+        for name in dirs + files:
+            os.lchown(os.path.join(parent, name), uid, gid)
 
 
 def write_info_files(task: TaskDir, info_files: Mapping[str, Any]) -> None:

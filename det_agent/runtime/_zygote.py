@@ -8,14 +8,17 @@ packet:
 
 - agent → launcher: ``{"id", "argv", "cwd", "env", "isolate"}`` with the task's stdout and
   stderr pipe ends attached (SCM_RIGHTS). ``argv`` is ``[script, *args]`` or
-  ``["-m", module, *args]``; ``isolate`` is None or ``{"run_dir", "mounts"}``.
+  ``["-m", module, *args]``; ``isolate`` is None or ``{"steps", "uid", "gid", "switch"}``: the
+  mount steps of ``_isolation.mount_plan`` and the identity to become.
 - launcher → agent: ``{"id", "pid"}`` once the task's process exists (``"error"`` instead when
   the fork failed), then ``{"id", "status"}`` (a wait status) when it exits.
 
 Each task process calls setsid (its pid is its process group, which the agent kills), asks for
 SIGKILL when the launcher dies, and with ``isolate`` enters new mount and pid namespaces like
 ``unshare --mount --pid --fork --mount-proc``: a middle process waits while the task runs as
-pid 1 of its namespace, so everything it leaves behind dies with it.
+pid 1 of its namespace, so everything it leaves behind dies with it. It then drops to the
+task's uid/gid with no supplementary groups, no capabilities and no_new_privs, as the cold
+path's ``setpriv`` does.
 """
 
 from __future__ import annotations
@@ -41,8 +44,11 @@ _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MS_MOVE = 8192
 _PR_SET_PDEATHSIG = 1
-_RUN_MOUNT = "/run/determined"
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_DROP = 24
+_MASK_OPTIONS = "mode=0755,size=64k"
 _MAX_PACKET = 1 << 20
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -54,9 +60,39 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
-    enc = [None if v is None else v.encode() for v in (source, target, fstype)]
-    _check(_libc.mount(enc[0], enc[1], enc[2], flags, None), f"mount {target}")
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
+    _check(_libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
+
+
+def _run_steps(steps: list[list[str]]) -> None:
+    """The mount steps of ``_isolation.mount_plan`` (the cold path runs them as shell lines)."""
+    for op, *args in steps:
+        if op == "bind":
+            _mount(args[0], args[1], None, _MS_BIND | _MS_REC)
+        elif op == "tmpfs":
+            _mount("det-hidden", args[0], "tmpfs", _MS_NOSUID | _MS_NODEV, _MASK_OPTIONS)
+        elif op == "mkdir":
+            os.makedirs(args[0], exist_ok=True)
+        elif op == "move":
+            _mount(args[0], args[1], None, _MS_MOVE)
+        elif op == "rmdir":
+            os.rmdir(args[0])
+        else:
+            raise OSError(f"unknown mount step {op!r}")
+
+
+def _become(isolate: dict) -> None:
+    """Drop to the task's identity: its uid/gid with no supplementary groups, no capabilities
+    (bounding set emptied) and no way to gain any (no_new_privs)."""
+    last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last_cap + 1):
+        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    if isolate.get("switch"):
+        os.setgroups([])
+        os.setresgid(isolate["gid"], isolate["gid"], isolate["gid"])
+        os.setresuid(isolate["uid"], isolate["uid"], isolate["uid"])
+    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
 
 
 def _die_with_parent(parent: int) -> None:
@@ -71,9 +107,7 @@ def _isolate(isolate: dict) -> None:
     """New mount and pid namespaces with the task's binds; returns in the namespace's pid 1."""
     _check(_libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID), "unshare")
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
-    _mount(isolate["run_dir"], _RUN_MOUNT, None, _MS_BIND)
-    for m in isolate.get("mounts") or []:
-        _mount(m["host_path"], m["container_path"], None, _MS_BIND)
+    _run_steps(isolate.get("steps") or [])
     # As pid 1 of the new namespace the task sees a parent pid of 0 whether or not the middle
     # process lives, so _die_with_parent's check cannot tell; a pipe whose only writer is the
     # middle process can (it reads as ended once that process is gone).
@@ -87,8 +121,13 @@ def _isolate(isolate: dict) -> None:
     _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
     if select.select([alive_r], [], [], 0)[0]:  # the middle process died before prctl
         os._exit(137)
-    os.close(alive_r)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _become(isolate)
+    # A change of uid clears the parent-death signal: ask again, and look again.
+    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    if select.select([alive_r], [], [], 0)[0]:
+        os._exit(137)
+    os.close(alive_r)
 
 
 def _become_task(job: dict, out_fd: int, err_fd: int, launcher: int) -> None:

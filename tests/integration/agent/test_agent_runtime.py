@@ -157,6 +157,7 @@ def test_kill_while_preparing_never_spawns(tmp_path) -> None:
 def test_each_task_sees_its_own_run_determined_and_mounts(tmp_path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
+    shared.chmod(0o777)  # tasks run as an unprivileged account, not as the test's user
     container_path = f"/tmp/det-agent-test-mnt-{uuid.uuid4().hex}"
     entry = (
         "cat /run/determined/info/cluster.json; echo; sleep 0.3; "
@@ -186,6 +187,8 @@ def test_each_task_sees_its_own_run_determined_and_mounts(tmp_path) -> None:
     for n in (1, 2):
         assert [json.loads(t) for t in rec.text(f"a.{n}", "stdout")] == [{"task": n}] * 2
         assert (shared / f"a.{n}").read_text() == f"a.{n}\n"
+        if os.geteuid() == 0:  # written as the task's own account, never as root
+            assert (shared / f"a.{n}").stat().st_uid != 0
 
 
 PARENT = textwrap.dedent("""
@@ -213,10 +216,10 @@ DEATH_REPEAT = int(os.environ.get("DET_TEST_AGENT_DEATH_REPEAT", "3"))
 
 
 @pytest.mark.parametrize("start", ["cold", "warm"])
-def test_task_dies_with_the_agent_process(tmp_path, isolate: bool, start: str) -> None:
+def test_task_dies_with_the_agent_process(tmp_path, task_shared_dir, isolate: bool, start: str) -> None:
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
-    (tmp_path / "task.py").write_text(WARM_TASK)
+    (task_shared_dir / "task.py").write_text(WARM_TASK)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     find = processes_with if start == "cold" else processes_holding
     survived = []
@@ -225,7 +228,7 @@ def test_task_dies_with_the_agent_process(tmp_path, isolate: bool, start: str) -
         if start == "cold":
             entry = [PY, "-c", "import time; time.sleep(1000)", marker]
         else:
-            entry = [PY, str(tmp_path / "task.py"), str(tmp_path / marker)]
+            entry = [PY, str(task_shared_dir / "task.py"), str(task_shared_dir / marker)]
         parent = subprocess.Popen(
             [PY, str(script), str(tmp_path / "wd"), "1" if isolate else "0", *entry],
             stdout=subprocess.PIPE,

@@ -54,8 +54,8 @@ async def _run(rt: ProcessRuntime, spec: dict) -> tuple[Recorder, int]:
     return rec, code
 
 
-def test_a_python_script_starts_warm_with_the_task_state(tmp_path, isolate: bool) -> None:
-    script = _script(tmp_path, PROBE)
+def test_a_python_script_starts_warm_with_the_task_state(tmp_path, task_shared_dir, isolate: bool) -> None:
+    script = _script(task_shared_dir, PROBE)
 
     async def scenario() -> list[tuple[Recorder, int]]:
         rt = ProcessRuntime(str(tmp_path / "wd"), agent_id="w", slots=SLOTS, isolate=isolate)
@@ -70,12 +70,13 @@ def test_a_python_script_starts_warm_with_the_task_state(tmp_path, isolate: bool
         assert info["warm"] is True
         assert info["argv"] == [script, "7", "extra"]
         assert info["name"] == "__main__" and info["path0"] == str(Path(script).parent)
-        assert info["cwd"].endswith(f"a.{i}/work") and info["container"] == f"a.{i}"
+        assert info["container"] == f"a.{i}"
         assert info["user_env"] == "yes"
         if isolate:  # pid 1 of its own namespace (its process group lies outside it)
-            assert info["pid"] == 1 and info["run_dir"] == ["info"]
+            assert info["pid"] == 1 and info["run_dir"] == ["home", "info", "workdir"]
+            assert info["cwd"] == "/run/determined/workdir"
         else:
-            assert info["pgid_is_pid"]
+            assert info["cwd"].endswith(f"a.{i}/work") and info["pgid_is_pid"]
         assert rec.text(f"a.{i}", "stderr") == ["to stderr\n"]
 
 
@@ -123,8 +124,8 @@ def test_errors_and_exits_read_as_in_a_cold_start(tmp_path) -> None:
     assert code == 0 and rec.text("p.1", "stdout") == ["module ['x', 'y'] __main__\n"]
 
 
-def test_kill_takes_the_task_and_what_it_started(tmp_path, isolate: bool) -> None:
-    script = _script(tmp_path, textwrap.dedent("""
+def test_kill_takes_the_task_and_what_it_started(tmp_path, task_shared_dir, isolate: bool) -> None:
+    script = _script(task_shared_dir, textwrap.dedent("""
         import subprocess, sys, time
         subprocess.Popen(["sleep", "1000.4242"])
         print("ready", flush=True)

@@ -12,6 +12,7 @@ import tarfile
 
 import pytest
 
+from det_agent.runtime._isolation import Identity, mount_plan
 from det_agent.runtime._launch import build_env, entrypoint_argv, isolated_argv, open_parent_lock
 from det_agent.runtime._taskdir import (
     LaunchError,
@@ -102,21 +103,22 @@ def test_empty_entrypoint_list_is_an_error() -> None:
         entrypoint_argv([])
 
 
-def test_isolated_argv_mounts_then_execs_in_work_dir() -> None:
-    argv = isolated_argv(
-        ["unshare", "--pid"],
-        ["python3", "it's.py"],
-        run_dir="/t/run",
-        work_dir="/t/work dir",
-        mounts=[{"host_path": "/data", "container_path": "/determined_shared_fs"}],
-    )
+def test_isolated_argv_mounts_then_execs_as_the_task_in_its_workdir() -> None:
+    steps = mount_plan(run_dir="/t/run", work_dir="/t/work dir",
+                       mounts=[{"host_path": "/data", "container_path": "/determined_shared_fs"}],
+                       hidden=[], needed=[], uid=0, gid=0, stage_dir="/t/run/.stage")
+    ident = Identity(1234, 99, "alice", True, "linked")
+    argv = isolated_argv(["unshare", "--pid"], ["python3", "it's.py"], steps=steps, identity=ident)
     assert argv[:4] == ["unshare", "--pid", "sh", "-c"]
     assert argv[4].splitlines() == [
         "set -e",
-        "mount --bind /t/run /run/determined",
-        "mount --bind /data /determined_shared_fs",
-        "cd '/t/work dir'",
-        "exec python3 'it'\"'\"'s.py'",
+        "mount --rbind /t/run /run/determined",
+        "mount --rbind '/t/work dir' /run/determined/workdir",
+        "mount --rbind /data /determined_shared_fs",
+        "rmdir /run/determined/.stage",
+        "cd /run/determined/workdir",
+        "exec setpriv --reuid=1234 --regid=99 --clear-groups --no-new-privs --inh-caps=-all "
+        "--bounding-set=-all -- python3 'it'\"'\"'s.py'",
     ]
 
 
@@ -124,9 +126,7 @@ def _preamble_outcome(tmp_path, *, parent_alive: bool) -> tuple[int, str]:
     """Run the parent-lock lines of an isolated preamble with the lock as stdin, the way
     ``unshare`` passes it; ``parent_alive``: another open file of ours keeps holding it."""
     lock = str(tmp_path / "parent.lock")
-    script = isolated_argv(
-        [], ["true"], run_dir="/r", work_dir="/w", mounts=[], parent_lock=lock
-    )[2].splitlines()
+    script = isolated_argv([], ["true"], steps=[], parent_lock=lock)[2].splitlines()
     assert script[:2] == ["set -e", "exec </dev/null"]
     check = "\n".join([*script[:3], "echo through"])
     fd = open_parent_lock(lock)
