@@ -196,7 +196,8 @@ def mount_plan(
     ``("bind", src, dst)``, ``("tmpfs", dst)``, ``("mkdir", path)``, ``("move", src, dst)``,
     ``("rmdir", path)``.
 
-    ``hidden``: host directories the task must not see (covered by an empty tmpfs).
+    ``hidden``: host paths the task must not see: directories are covered by an empty tmpfs,
+    files by /dev/null.
     ``needed``: host paths the task must reach (interpreter, harness); with each mount's
     host_path, they stay reachable at their own paths even beneath a hidden directory, and any
     directory above them that ``uid`` could not traverse is covered too (so that, e.g., an
@@ -208,7 +209,14 @@ def mount_plan(
     for m in mounts:
         steps.append(("bind", m["host_path"], m["container_path"]))
     exposed = _outermost([*needed, *(m["host_path"] for m in mounts)])
-    masks = [h for h in hidden if os.path.isabs(h)]
+    masks, files = [], []
+    for h in hidden:
+        try:
+            mode = stat_fn(h).st_mode if os.path.isabs(h) else None
+        except OSError:
+            continue  # nothing there to hide
+        if mode is not None:
+            (masks if stat.S_ISDIR(mode) else files).append(os.path.normpath(h))
     if uid != 0:
         for path in exposed:
             block = blocking_ancestor(path, uid, gid, stat_fn)
@@ -223,6 +231,9 @@ def mount_plan(
         steps.append(("bind", path, f"{staged}/{i}"))
     for m in masks:
         steps.append(("tmpfs", m))
+    for f in files:  # a hidden file (an agent's token file) reads as empty
+        if not any(_under(f, m) for m in masks):
+            steps.append(("bind", "/dev/null", f))
     for i, (path, _) in enumerate(keep):
         steps.append(("mkdir", path))
         steps.append(("move", f"{staged}/{i}", path))

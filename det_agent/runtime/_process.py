@@ -89,6 +89,21 @@ def _interpreter_paths() -> list[str]:
     return sorted(os.path.realpath(p) for p in paths)
 
 
+def _create_mount_sources(mounts: list[dict[str, Any]], ident: Identity) -> None:
+    """Make each missing host_path of a mount marked ``create`` (a notebook's working
+    directory), private to and owned by the task's account; existing ones stay as they are."""
+    for m in mounts:
+        path = m.get("host_path")
+        if not m.get("create") or not path or os.path.exists(path):
+            continue
+        try:
+            os.makedirs(path, mode=0o700)
+            if ident.switch:
+                os.chown(path, ident.uid, ident.gid)
+        except OSError as e:
+            raise LaunchError(f"cannot create {path} for the task: {e.strerror}") from e
+
+
 def _killpg(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -218,6 +233,7 @@ class ProcessRuntime(Runtime):
             mounts = list(spec.get("mounts") or [])
             steps: list[tuple[str, ...]] = []
             if isolated:
+                await asyncio.to_thread(_create_mount_sources, mounts, ident)
                 self._make_mountpoints(mounts)
                 steps = mount_plan(
                     run_dir=taskdir.run, work_dir=taskdir.work, mounts=mounts,

@@ -60,5 +60,15 @@ KINDS: dict[str, Kind] = {
 }
 
 
+def work_dir_mounts(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """A notebook's working directory as a mount at its own path: its tasks run in a namespace
+    that hides the master's data dir (where the default one lives) and may not create it
+    themselves, so the agent makes it for the task's account when missing (``create``)."""
+    work_dir = cfg.get("work_dir")
+    if not work_dir:
+        return []
+    return [{"host_path": work_dir, "container_path": work_dir, "create": True}]
+
+
 def proxied(task_type: str) -> bool:
     return task_type in KINDS

@@ -83,10 +83,10 @@ def processes_holding(path: Path) -> list[int]:
 
 
 def test_trial_class_experiment_completes_and_resumes_exactly(master: MasterProcess,
-                                                              tmp_path: Path) -> None:
+                                                              task_shared_dir: Path) -> None:
     client = master.admin()
     plain = submit(client, toy_config())
-    beacon = tmp_path / "beacon"
+    beacon = task_shared_dir / "beacon"  # the trial runs as an account that cannot enter tmp_path
     killed = submit(client, toy_config(hparams={"beacon": str(beacon), "sleep": 0.1}))
 
     ref = finish(client, plain)

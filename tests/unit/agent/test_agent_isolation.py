@@ -57,13 +57,17 @@ def test_bad_run_as_is_an_invalid_spec(run_as: object) -> None:
         resolve_identity({"run_as": run_as}, euid=0, egid=0, default_user=_default)
 
 
-def _fake_stat(modes: dict[str, tuple[int, int, int]]):
-    """A stat function over a made-up tree: path -> (mode bits, uid, gid); anything else is a
-    world-traversable root-owned directory."""
+def _fake_stat(modes: dict[str, tuple[int, int, int]], files: tuple[str, ...] = (), missing: tuple[str, ...] = ()):
+    """A stat function over a made-up tree: path -> (mode bits, uid, gid); ``files`` are
+    regular files, ``missing`` do not exist; anything else is a world-traversable root-owned
+    directory."""
 
     def fn(path: str) -> os.stat_result:
-        mode, uid, gid = modes.get(path, (0o755, 0, 0))
-        return os.stat_result((stat.S_IFDIR | mode, 0, 0, 1, uid, gid, 0, 0, 0, 0))
+        if path in missing:
+            raise FileNotFoundError(path)
+        mode, uid, gid = modes.get(path, (0o600 if path in files else 0o755, 0, 0))
+        kind = stat.S_IFREG if path in files else stat.S_IFDIR
+        return os.stat_result((kind | mode, 0, 0, 1, uid, gid, 0, 0, 0, 0))
 
     return fn
 
@@ -116,3 +120,13 @@ def test_plan_for_a_task_running_as_the_agents_own_root_masks_only_hidden_paths(
     steps = mount_plan(run_dir="/r", work_dir="/w", mounts=[], hidden=["/data"],
                        needed=["/root/venv"], uid=0, gid=0, stage_dir="/r/.stage", stat_fn=fn)
     assert ("tmpfs", "/data") in steps and ("tmpfs", "/root") not in steps
+
+
+def test_hidden_files_read_as_empty_and_missing_paths_are_skipped() -> None:
+    fn = _fake_stat({}, files=("/etc/det-agent/token", "/data/token"), missing=("/gone",))
+    steps = mount_plan(run_dir="/r", work_dir="/w", mounts=[], hidden=["/etc/det-agent/token", "/data/token",
+                                                                          "/data", "/gone"],
+                       needed=[], uid=998, gid=997, stage_dir="/r/.stage", stat_fn=fn)
+    assert ("bind", "/dev/null", "/etc/det-agent/token") in steps
+    assert ("bind", "/dev/null", "/data/token") not in steps  # under a covered directory already
+    assert ("tmpfs", "/data") in steps and not any("/gone" in s for step in steps for s in step)

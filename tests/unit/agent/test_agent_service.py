@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import types
 from collections.abc import Callable
 from typing import Any
@@ -396,6 +397,7 @@ def test_stats_flow_while_connected_and_none_from_an_outage_are_replayed(tmp_pat
 _ENV = (
     "DET_MASTER",
     "DET_AGENT_TOKEN",
+    "DET_AGENT_TOKEN_FILE",
     "DET_AGENT_ID",
     "DET_AGENT_ADDRESS",
     "DET_AGENT_RESOURCE_POOL",
@@ -447,6 +449,8 @@ def test_service_settings_from_the_environment(clean_env) -> None:
     args = parse_args([])
     assert (args.master, args.token, args.id) == ("http://10.0.0.5:8888", "t", "gpu-7")
     assert (args.address, args.resource_pool, args.stats_interval) == ("10.0.0.7", "a100", 2.5)
+    assert "DET_AGENT_TOKEN" not in os.environ  # read once; tasks never inherit it
+    clean_env.setenv("DET_AGENT_TOKEN", "t")
     flags = parse_args(["--address", "10.9.9.9", "--resource-pool", "b", "--stats-interval", "1"])
     assert (flags.address, flags.resource_pool, flags.stats_interval) == ("10.9.9.9", "b", 1.0)
 
