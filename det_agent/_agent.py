@@ -31,8 +31,11 @@ MAX_BACKOFF = 5.0
 PING_INTERVAL = 10.0
 PING_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
-#: How long stop() tries to deliver the final task_exited frames (seconds).
-STOP_FLUSH_TIMEOUT = 2.0
+#: How long stop() waits for the master to acknowledge the last frames (seconds).
+STOP_FLUSH_TIMEOUT = 5.0
+#: Default bound of a planned stop (drain): how long preempted tasks get to checkpoint and
+#: exit before they are killed (seconds).
+DRAIN_TIMEOUT = 60.0
 #: Default period of ``slot_stats`` frames (seconds).
 STATS_INTERVAL = 10.0
 
@@ -48,7 +51,12 @@ class Agent:
     ``connect`` replaces the websocket with a :class:`LocalLink` (an agent embedded in its
     master's process). While
     the master is unreachable, tasks keep running and outgoing frames wait in a bounded outbox
-    that is replayed after the next hello.
+    that is replayed after the next hello; a frame leaves the outbox only once the master
+    acknowledged it, so a batch of log lines written into the socket of a master that then
+    died is sent again to its successor.
+
+    :meth:`stop` kills the tasks; :meth:`drain` is a planned stop: the master preempts them
+    (a trial checkpoints and is queued again elsewhere, not restarted), then the agent exits.
 
     ``address`` is what ``hello`` tells the master other containers reach this host at; None
     means the local IP of the route to the master, looked up again at every connect.
@@ -56,6 +64,10 @@ class Agent:
     master in a ``slot_stats`` frame, read by ``stats_sampler`` (default: a
     :class:`GpuStatsSampler` over NVML); an agent without GPU slots sends none. Stats skip the
     outbox: figures from before an outage are stale.
+
+    ``task_user`` and ``hidden_paths`` go to the default :class:`ProcessRuntime`: the account
+    tasks of unlinked users run as when the agent is root (None: the runtime's default), and
+    files tasks must not see (e.g. the agent's token file).
     """
 
     def __init__(
@@ -73,6 +85,8 @@ class Agent:
         address: str | None = None,
         stats_interval: float = STATS_INTERVAL,
         stats_sampler: GpuStatsSampler | None = None,
+        task_user: str | None = None,
+        hidden_paths: Sequence[str] = (),
     ) -> None:
         if not token:
             raise ValueError("the agent token is empty; pass the master's agent token")
@@ -92,7 +106,14 @@ class Agent:
         self.runtime = (
             runtime
             if runtime is not None
-            else ProcessRuntime(work_dir, agent_id=agent_id, slots=self.slots, warm_start=warm_start)
+            else ProcessRuntime(
+                work_dir,
+                agent_id=agent_id,
+                slots=self.slots,
+                warm_start=warm_start,
+                task_user=task_user,
+                hidden_paths=hidden_paths,
+            )
         )
         self._local = connect
         self._stats_interval = stats_interval
@@ -103,6 +124,8 @@ class Agent:
         self._conn: Connection | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._refusal: str | None = None  # the last refusal, logged once
+        self._leaving: float | None = None  # the drain's bound once drain() was called
+        self._stopped: asyncio.Future[None] | None = None  # stop()'s work, done once
         #: Set while a websocket session (after hello) is up; for tests and status displays.
         self.connected = asyncio.Event()
 
@@ -121,17 +144,61 @@ class Agent:
             backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def stop(self) -> None:
-        """Kill every task, deliver their exits if the master is reachable, and disconnect."""
+        """Kill every task, deliver their exits if the master is reachable, and disconnect.
+
+        Calling it again (or while :meth:`drain` is stopping) waits for the first call."""
+        if self._stopped is None:
+            self._stopped = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopped)
+
+    async def _stop(self) -> None:
         self._stopping.set()
         await self.runtime.shutdown()
         conn = self._conn
         if conn is not None:
-            deadline = asyncio.get_running_loop().time() + STOP_FLUSH_TIMEOUT
-            while len(self._outbox) and asyncio.get_running_loop().time() < deadline:
+            # Until the master acknowledged the last log lines and exits (bounded: it may be
+            # gone; what is left is lost with this process).
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + STOP_FLUSH_TIMEOUT
+            while len(self._outbox) and self._conn is not None and loop.time() < deadline:
                 await asyncio.sleep(0.02)
+            if len(self._outbox):
+                log.warning("stopping with %d frames the master did not acknowledge", len(self._outbox))
             conn.close()
         if self._sampler is not None:
             await asyncio.to_thread(self._sampler.close)
+
+    async def drain(self, timeout_s: float = DRAIN_TIMEOUT) -> None:
+        """A planned stop: tell the master this agent is leaving, so that it places nothing
+        more here and preempts what runs (a trial checkpoints, acks and exits; it is queued
+        again elsewhere without using a restart); wait up to ``timeout_s`` seconds for the
+        tasks to exit, kill what is left, then :meth:`stop`.
+
+        Without a connection to the master no task can learn it is preempted: they are killed
+        at once. :meth:`stop` meanwhile (e.g. a second signal) ends the wait."""
+        if not 0 <= timeout_s < math.inf:
+            raise ValueError(f"timeout_s must be a finite number of seconds >= 0, got {timeout_s}")
+        if self._stopping.is_set() or self._leaving is not None:
+            return await self.stop()
+        self._leaving = timeout_s
+        conn = self._conn
+        if conn is not None:
+            running = self.runtime.running()
+            log.info("leaving: the master preempts %d task(s); waiting up to %g s for them",
+                     len(running), timeout_s)
+            try:
+                await conn.write_message(proto.encode(proto.leaving(timeout_s)))
+            except WebSocketClosedError:
+                pass  # sent again after the next hello
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            while self.runtime.running() and not self._stopping.is_set() and loop.time() < deadline:
+                await asyncio.sleep(0.1)
+            left = self.runtime.running()
+            if left and not self._stopping.is_set():
+                log.warning("%d task(s) did not exit within %g s; killing them: %s",
+                            len(left), timeout_s, ", ".join(left))
+        await self.stop()
 
     # -- connection -----------------------------------------------------------------------
 
@@ -167,7 +234,7 @@ class Agent:
             if e.code == 401:
                 log.error(
                     "the master at %s refused the agent token (401); pass the master's agent "
-                    "token with --token or DET_AGENT_TOKEN",
+                    "token with --token-file or DET_AGENT_TOKEN_FILE",
                     self._url,
                 )
             elif e.code == 409:
@@ -202,15 +269,21 @@ class Agent:
         helpers: list[asyncio.Task[None]] = []
         try:
             address = await self._own_address()
+            # Tasks whose exit the master has not acknowledged count as running: it waits for
+            # that exit (sent again below) instead of failing them as lost with a restart.
+            running = dict.fromkeys([*self.runtime.running(), *self._outbox.unacknowledged_exits()])
             hello = proto.hello(
                 self.agent_id,
                 self.resource_pool,
                 self.slots,
-                self.runtime.running(),
+                list(running),
                 __version__,
                 address,
             )
             await conn.write_message(proto.encode(hello))
+            if self._leaving is not None:
+                await conn.write_message(proto.encode(proto.leaving(self._leaving)))
+            self._outbox.rewind()  # what the last master did not acknowledge goes out again
             self._conn = conn
             self.connected.set()
             log.info("connected to the master at %s as %r", self._url, self.agent_id)
@@ -242,9 +315,9 @@ class Agent:
                     await self._wake.wait()
                     continue
                 await conn.write_message(proto.encode(frame))
-                # Removed only once written: a frame in flight when the link drops is sent
-                # again after the reconnect (the master drops duplicate log seqs).
-                self._outbox.pop_if(frame)
+                # Kept until the master acknowledges it: a frame in flight when the link drops
+                # is sent again after the reconnect (the master drops duplicate log seqs).
+                self._outbox.sent(frame)
         except WebSocketClosedError:
             conn.close()  # make the reader see the end too
 
@@ -276,7 +349,11 @@ class Agent:
         except (ValueError, TypeError, KeyError):
             log.warning("ignoring a malformed frame from the master: %.200s", message)
             return
-        if kind == "welcome":
+        if kind == "ack":
+            upto = frame.get("id")
+            if isinstance(upto, int):
+                self._outbox.ack(upto)
+        elif kind == "welcome":
             log.info(
                 "master %s (cluster %s) welcomed us",
                 frame.get("master_id"),
@@ -309,6 +386,10 @@ class Agent:
 
     async def _start(self, spec: dict[str, Any]) -> None:
         allocation_id = str(spec.get("allocation_id"))
+        if self._leaving is not None or self._stopping.is_set():
+            # Sent before the master saw that this agent leaves: it ends as a preemption.
+            self._on_exit(allocation_id, 1, "the agent is stopping; the task was not started")
+            return
         try:
             pid = await self.runtime.start(spec, self._on_log, self._on_exit)
         except ValueError as e:

@@ -1,4 +1,10 @@
-"""Agent → master frames (docs/internals.md, "Master ↔ agent protocol"), as pure builders."""
+"""Agent → master frames (docs/internals.md, "Master ↔ agent protocol"), as pure builders.
+
+Frames that go through the outbox (``task_started``, ``logs``, ``task_exited``) carry an
+``id`` the outbox gives them; the master answers ``{"type": "ack", "id": n}`` once it has
+handled (stored) every frame up to ``n``, and the agent sends what was not acknowledged again
+after a reconnect.
+"""
 
 from __future__ import annotations
 
@@ -75,6 +81,13 @@ def task_exited(allocation_id: str, exit_code: int, reason: str | None) -> dict[
         "exit_code": exit_code,
         "reason": reason,
     }
+
+
+def leaving(timeout_s: float) -> dict[str, Any]:
+    """The agent is stopping (a planned stop, e.g. SIGTERM): the master places nothing more on
+    it and preempts its tasks; those still running after ``timeout_s`` seconds are killed.
+    Their exits are preemptions, not failures. Sent again after every hello until it exits."""
+    return {"type": "leaving", "timeout_s": timeout_s}
 
 
 def encode(frame: dict[str, Any]) -> str:

@@ -6,9 +6,13 @@ import asyncio
 import contextlib
 import gc
 import getpass
+import logging
 import os
+import re
 import socket
+import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
@@ -19,9 +23,39 @@ from .identity import IDENTITY_ENV, Identity, identity_path, write_identity
 from .rm.config import ResourceConfig, load_master_config, parse_resources
 from .server_ext._access_log import without_unseen_successes
 from .server_ext.routes import ROUTES
+from .services._sealed import open_private, private_dir
 from .services.master import Master, MasterSettings, load_or_create_secret
 from .services.notebooks import PROBE_INTERVAL
+from .services.users import POLICY_TEXT, password_problem
 from .store import sqlite_url
+
+#: A credential in a URL's query (Jupyter's ``?token=``, the proxy's ``ticket=``, the shell
+#: tunnel's ``det_ticket=``).
+_URL_SECRET = re.compile(r"((?:token|ticket)=)[^&\s'\"]+")
+
+
+class _RedactUrlSecrets(logging.Filter):
+    """Jupyter logs its URLs with ``?token=…`` at start (``display_url``): the log (``master.log``
+    of a detached start, a journal) is no place for a credential, so its value is replaced."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "=" in message and _URL_SECRET.search(message):
+            record.msg, record.args = _URL_SECRET.sub(r"\1[redacted]", message), None
+        return True
+
+
+def _environ_secrets() -> tuple[str | None, str | None, str | None]:
+    """``DET_ADMIN_PASSWORD``, ``DET_AGENT_TOKEN`` and ``DET_DB_URL``, read, and the secrets
+    among them dropped from this process's environment: kernels, tasks and the warm launcher
+    started from now on do not inherit them. (Linux still shows the environment this process
+    was started with in ``/proc/<pid>/environ``, to its own user and root; prefer the files.)"""
+    password = os.environ.pop("DET_ADMIN_PASSWORD", "") or None
+    token = os.environ.pop("DET_AGENT_TOKEN", "") or None
+    db_url = os.environ.get("DET_DB_URL") or None
+    if db_url is not None and urlsplit(db_url).password:
+        del os.environ["DET_DB_URL"]
+    return password, token, db_url
 
 
 class DetJupyterApp(ExtensionApp):
@@ -161,17 +195,23 @@ class DetJupyterApp(ExtensionApp):
         return os.environ.get("DET_DATA_DIR") or os.path.join(jupyter_data_dir(), "det-jupyter")
 
     def initialize_settings(self) -> None:
-        os.makedirs(self.data_dir, exist_ok=True)
-        token = self.agent_token or os.environ.get("DET_AGENT_TOKEN") or load_or_create_secret(
+        self._redact_url_secrets()
+        password, env_token, env_db_url = _environ_secrets()
+        if password is not None and (problem := password_problem(password)) is not None:
+            raise SystemExit(f"det-jupyter: DET_ADMIN_PASSWORD must have {problem} (the password "
+                             f"policy: {POLICY_TEXT}); choose another, or unset it to have one "
+                             "generated")
+        private_dir(self.data_dir)
+        token = self.agent_token or env_token or load_or_create_secret(
             os.path.join(self.data_dir, "agent_token")
         )
-        db_url = self.db_url or os.environ.get("DET_DB_URL") or sqlite_url(os.path.join(self.data_dir, "det.db"))
+        db_url = self.db_url or env_db_url or sqlite_url(os.path.join(self.data_dir, "det.db"))
         self.master = Master(MasterSettings(
             data_dir=self.data_dir,
             db_url=db_url,
             url=self.master_url or "http://127.0.0.1:0",
             agent_token=token,
-            initial_password=os.environ.get("DET_ADMIN_PASSWORD") or None,
+            initial_password=password,
             preemption_timeout_s=self.preemption_timeout,
             agent_reconnect_wait_s=self.agent_reconnect_wait,
             resources=self._resources(),
@@ -181,16 +221,8 @@ class DetJupyterApp(ExtensionApp):
             tensorboard_timeout_s=self.tensorboard_timeout or None,
             default_user_role=self.default_user_role,
         ))
-        if self.master.generated_password:
-            path = os.path.join(self.data_dir, "admin_password")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(self.master.generated_password + "\n")
-            self.log.warning(
-                "det-jupyter: created users admin and determined with password %s "
-                "(shown once; also in %s). Set DET_ADMIN_PASSWORD to choose it.",
-                self.master.generated_password, path,
-            )
+        if self.master.generated_password and password is None:
+            self._keep_generated_password(self.master.generated_password)
         self.settings.update({"det_master": self.master, "det_agent_token": token,
                               "det_strict_authz": self.strict_authz})
         self._agent: Any = None
@@ -198,6 +230,28 @@ class DetJupyterApp(ExtensionApp):
         self._tick: Any = None
         self._identity: tuple[str, str] | None = None  # (file, token)
         self._proxy_server = self._bind_proxy()
+
+    def _keep_generated_password(self, generated: str) -> None:
+        """The generated password goes to ``<data_dir>/admin_password`` (0600) and, on a
+        foreground start, to the terminal once; never to the log, which says where it is."""
+        path = os.path.join(self.data_dir, "admin_password")
+        with os.fdopen(open_private(path, os.O_WRONLY | os.O_TRUNC), "w") as fh:
+            fh.write(generated + "\n")
+        self.log.warning("det-jupyter: created users admin and determined; their password is in "
+                         "%s (mode 0600). Set DET_ADMIN_PASSWORD before the first start to "
+                         "choose it.", path)
+        if sys.stderr.isatty():
+            print(f"det-jupyter: the password of users admin and determined is {generated} "
+                  "(shown once)", file=sys.stderr, flush=True)
+
+    def _redact_url_secrets(self) -> None:
+        """Redact credentials in URLs from everything the server logs: on its own logger (its
+        start-up URLs) and on its handlers, which the loggers propagating to it (tornado's,
+        this extension's) write through."""
+        redact = _RedactUrlSecrets()
+        log = self.serverapp.log
+        for target in (log, *getattr(log, "handlers", ())):
+            target.addFilter(redact)
 
     def _resources(self) -> ResourceConfig:
         """Pools and schedulers from the master config file, else from the traits; a bad
@@ -289,6 +343,7 @@ class DetJupyterApp(ExtensionApp):
                 work_dir=os.path.join(self.data_dir, "agent"),
                 warm_start=self.warm_start,
                 connect=lambda: self._local_link(agent_id),
+                hidden_paths=[self.data_dir, self.serverapp.runtime_dir],
             )
             self._agent_task = asyncio.ensure_future(self._agent.run())
         self.log.info("det-jupyter master at %s (cluster %s)", self.master.settings.url, self.master.cluster_id)

@@ -31,11 +31,13 @@ def identity_path(runtime_dir: str | os.PathLike, pid: int | None = None) -> Pat
 
 
 def write_identity(path: str | os.PathLike, identity: Identity) -> Path:
-    """Write the identity file atomically, mode 0600 from its creation."""
+    """Write the identity file atomically, mode 0600 from its creation (a leftover temporary
+    file with looser modes is tightened before the token is written to it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump({"master": identity.master, "username": identity.username,
                    "token": identity.token}, fh)

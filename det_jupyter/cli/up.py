@@ -13,6 +13,7 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 
+from ..services._sealed import open_private, private_dir
 from ._local import LocalClient, read_state, state_path
 
 
@@ -26,7 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
     from traitlets.config import Config
 
     data_dir = os.path.abspath(args.data_dir)
-    os.makedirs(data_dir, exist_ok=True)
+    private_dir(data_dir)
     cfg = Config()
     cfg.ServerApp.jpserver_extensions = {"det_jupyter": True}
     cfg.ServerApp.ip = args.host
@@ -56,10 +57,14 @@ def _serve(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{app.port}/"
     token = master.auth.session_for("admin")
     state = {"pid": os.getpid(), "url": url, "data_dir": data_dir, "operator_token": token}
-    fd = os.open(state_path(data_dir), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
+    with os.fdopen(open_private(state_path(data_dir), os.O_WRONLY | os.O_TRUNC), "w") as fh:
         json.dump(state, fh)
     print(f"det-jupyter master running at {url}  (data: {data_dir}; stop with: det-jupyter down)", flush=True)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        # Jupyter asks before stopping on Ctrl-C at a terminal; without one it leaves SIGINT to
+        # KeyboardInterrupt, which ends the loop without its cleanup: the extension would not
+        # stop (its kernel identity file left behind, its tasks not told). Stop as on SIGTERM.
+        signal.signal(signal.SIGINT, app._signal_stop)
     try:
         app.start()
     finally:
@@ -76,7 +81,7 @@ def _up(args: argparse.Namespace) -> int:
     if not args.detach:
         return _serve(args)
     data_dir = os.path.abspath(args.data_dir)
-    os.makedirs(data_dir, exist_ok=True)
+    private_dir(data_dir)
     existing = read_state(data_dir)
     if existing and _alive(existing["pid"]):
         print(f"det-jupyter is already running at {existing['url']} (pid {existing['pid']})")
@@ -86,8 +91,9 @@ def _up(args: argparse.Namespace) -> int:
             "--data-dir", data_dir]
     if args.slots is not None:
         argv += ["--slots", str(args.slots)]
-    if args.db_url:
-        argv += ["--db-url", args.db_url]
+    env = dict(os.environ)
+    if args.db_url:  # through the environment, which the master drops once read: a URL may
+        env["DET_DB_URL"] = args.db_url  # hold a password, and any user on the host reads argv
     if args.config:
         argv += ["--config", os.path.abspath(args.config)]
     if args.agent_pool:
@@ -96,9 +102,11 @@ def _up(args: argparse.Namespace) -> int:
         argv += ["--agent-reconnect-wait", str(args.agent_reconnect_wait)]
     if args.no_agent:
         argv += ["--no-agent"]
-    with open(log_path, "ab") as log:
+    password_file = os.path.join(data_dir, "admin_password")
+    had_password = os.path.exists(password_file)
+    with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
     deadline = time.time() + 60
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -109,6 +117,8 @@ def _up(args: argparse.Namespace) -> int:
             try:
                 LocalClient(state).get("/info")
                 print(f"det-jupyter master running at {state['url']} (pid {proc.pid}; log {log_path})")
+                if not had_password and os.path.exists(password_file):  # never shown in the log
+                    print(f"users admin and determined were created; their password is in {password_file}")
                 return 0
             except OSError:
                 pass

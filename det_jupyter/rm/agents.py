@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import scheduler
+from ..errors import NotFound
 from ..services._clock import Clock
 from ..services.allocations import AllocationService, Container
 from ..services.logs import LogService
@@ -45,6 +46,9 @@ class AgentHandle:
     registered_at: float = 0.0
     version: str = ""
     stats: dict[int, dict] = field(default_factory=dict)
+    #: The agent said it is stopping (``leaving``): nothing is placed on it, its tasks are
+    #: preempted, their exits are preemptions, and it is forgotten as soon as it disconnects.
+    leaving: bool = False
 
     def taken(self) -> set[int]:
         return {s for ids in self.used.values() for s in ids}
@@ -137,6 +141,9 @@ class AgentRM:
         if agent is None:
             return
         agent.connected = False
+        if agent.leaving:  # a planned stop: no reconnect to wait for
+            self._agent_left(agent_id)
+            return
         loop = asyncio.get_event_loop()
         self._lost_timers[agent_id] = loop.call_later(self._reconnect_wait_s, self._agent_lost, agent_id)
 
@@ -153,6 +160,47 @@ class AgentRM:
                 message=f"agent {agent_id} was away longer than {self._reconnect_wait_s:g} s; "
                         "this run ended (a trial restarts from its latest checkpoint)")
             self._allocs.exited(alloc_id, -1, f"agent {agent_id} was lost", agent_id=agent_id)
+
+    def leaving(self, agent_id: str, timeout_s: float) -> None:
+        """The agent is stopping (``leaving`` frame): place nothing more on it and preempt what
+        runs there (a trial checkpoints and is queued again without using a restart); what is
+        not a trial cannot checkpoint and is killed now. The agent kills what is left after
+        ``timeout_s`` seconds."""
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            return
+        first = not agent.leaving
+        agent.leaving = True
+        if first:
+            log.info("agent %s is leaving; preempting its %d allocations", agent_id, len(agent.used))
+        for alloc_id in list(agent.used):
+            task_id, trial_id = self._meta(alloc_id)
+            if first:
+                self._logs.append_system(
+                    task_id=task_id, allocation_id=alloc_id, trial_id=trial_id, level="WARNING",
+                    message=f"agent {agent_id} is stopping; this run is preempted"
+                            + (" and resumes elsewhere from its latest checkpoint" if trial_id is not None else ""))
+            if trial_id is None:
+                self._allocs.kill(alloc_id)
+            else:
+                # The master's own deadline comes after the agent's, which kills and reports.
+                self._allocs.preempt(alloc_id, min(self._preemption_timeout_s, timeout_s + 10.0))
+        self.schedule_soon()
+
+    def _agent_left(self, agent_id: str) -> None:
+        """A leaving agent disconnected: what it still ran (it was killed before it could say
+        so) ends as preempted, not failed."""
+        timer = self._lost_timers.pop(agent_id, None)
+        if timer is not None:
+            timer.cancel()
+        agent = self.agents.pop(agent_id, None)
+        if agent is None:
+            return
+        log.info("agent %s left", agent_id)
+        for alloc_id in list(agent.used):
+            self._allocs.exited(alloc_id, None, f"agent {agent_id} stopped before the task exited",
+                                agent_id=agent_id)
+        self.schedule_soon()
 
     # -- admin --------------------------------------------------------------------------
 
@@ -193,21 +241,34 @@ class AgentRM:
                 agent.stats = {s["id"]: s for s in msg.get("slots") or []
                                if isinstance(s, dict) and isinstance(s.get("id"), int)}
             return
+        if kind == "leaving":
+            timeout = msg.get("timeout_s")
+            self.leaving(agent_id, float(timeout) if isinstance(timeout, (int, float)) else 60.0)
+            return
         alloc_id = msg.get("allocation_id")
         if not isinstance(alloc_id, str):
             return
         if kind == "task_started":
             self._allocs.started(alloc_id)
         elif kind == "logs":
-            task_id, trial_id = self._meta(alloc_id)
+            try:
+                task_id, trial_id = self._meta(alloc_id)
+            except NotFound:  # not this cluster's (sending it again would not help)
+                log.warning("agent %s: dropping log lines of unknown allocation %s", agent_id, alloc_id)
+                return
             self._logs.append_agent_lines(
                 task_id=task_id, allocation_id=alloc_id, trial_id=trial_id, agent_id=agent_id,
                 lines=[ln for ln in msg.get("lines") or [] if isinstance(ln, dict)],
             )
         elif kind == "task_exited":
             code = msg.get("exit_code")
-            self._allocs.exited_soon(alloc_id, code if isinstance(code, int) else -1, msg.get("reason"),
-                                     agent_id)
+            exit_code: int | None = code if isinstance(code, int) else -1
+            reason = msg.get("reason")
+            agent = self.agents.get(agent_id)
+            if exit_code != 0 and agent is not None and agent.leaving:
+                # Killed (or refused) because its agent stops: a preemption, not the task's fault.
+                exit_code, reason = None, f"agent {agent_id} stopped ({reason or f'exit code {code}'})"
+            self._allocs.exited_soon(alloc_id, exit_code, reason, agent_id)
 
     def _meta(self, alloc_id: str) -> tuple[str, int | None]:
         meta = self._alloc_meta.get(alloc_id)
@@ -263,7 +324,7 @@ class AgentRM:
             taken = a.taken()
             agents.append(scheduler.AgentSlots(
                 a.agent_id, a.resource_pool, tuple(s for s in usable if s not in taken),
-                len(usable), enabled=a.agent_id not in self.disabled,
+                len(usable), enabled=a.agent_id not in self.disabled and not a.leaving,
             ))
         return scheduler.Snapshot(tuple(pending), tuple(agents), tuple(running))
 
@@ -353,7 +414,7 @@ class AgentRM:
         capacity = sum(
             len(a.slots) - len(self.disabled_slots.get(a.agent_id, ()))
             for a in self.agents.values()
-            if a.connected and a.resource_pool == pool and a.agent_id not in self.disabled
+            if a.connected and a.resource_pool == pool and a.agent_id not in self.disabled and not a.leaving
         )
         return ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"] if slots > capacity else []
 
@@ -369,7 +430,7 @@ class AgentRM:
                 "version": a.version,
                 "address": a.address,
                 "enabled": a.agent_id not in self.disabled,
-                "draining": self.disabled.get(a.agent_id, False),
+                "draining": self.disabled.get(a.agent_id, False) or a.leaving,
                 "disabled_slots": sorted(self.disabled_slots.get(a.agent_id, set())),
                 "stats": dict(a.stats),
             }

@@ -82,7 +82,12 @@ class AgentSocket(websocket.WebSocketHandler):
 
 class AgentSession:
     """One agent's frames, whatever carries them: its websocket, or the in-process link of
-    the agent embedded in the master (``det_agent.LocalLink``)."""
+    the agent embedded in the master (``det_agent.LocalLink``).
+
+    Every frame with an ``id`` is acknowledged (``{"type": "ack", "id": …}``) once handled —
+    a log batch once stored — and the agent keeps it until then. A frame whose handling fails
+    is not acknowledged: the session is closed instead, so the agent reconnects and sends it
+    again (later frames of this session are ignored: acks are cumulative)."""
 
     def __init__(
         self, master: Any, agent_id: str, send_text: Callable[[str], None],
@@ -93,6 +98,7 @@ class AgentSession:
         self._send_text = send_text
         self._close = close
         self._hello = False
+        self._broken = False
         send_text(json.dumps({"type": "welcome", "master_id": master.master_id, "cluster_id": master.cluster_id}))
 
     def _send(self, msg: dict) -> None:
@@ -106,7 +112,7 @@ class AgentSession:
             msg = json.loads(message)
         except ValueError:
             return
-        if not isinstance(msg, dict):
+        if not isinstance(msg, dict) or self._broken:
             return
         if msg.get("type") == "hello":
             refused = self.master.rm.hello(self.agent_id, msg, self._send)
@@ -118,10 +124,17 @@ class AgentSession:
                 return
             self._hello = True
         elif self._hello:
+            frame_id = msg.get("id")
             try:
                 self.master.rm.handle(self.agent_id, msg)
             except Exception:
                 log.exception("agent %s: failed to handle %s", self.agent_id, msg.get("type"))
+                if isinstance(frame_id, int) and self._close is not None:
+                    self._broken = True
+                    self._close("a frame could not be handled; send it again")
+                    return
+            if isinstance(frame_id, int):
+                self._send({"type": "ack", "id": frame_id})
 
     def on_close(self) -> None:
         if self._hello:

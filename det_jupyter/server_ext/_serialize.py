@@ -23,7 +23,9 @@ def ts(epoch: float | None) -> str | None:
 
 
 def user(u: User) -> dict[str, Any]:
-    return {
+    """A ``v1User``; ``agentUserGroup`` only where the user is linked with an agent user (the
+    names only where they were given)."""
+    out: dict[str, Any] = {
         "id": u.id,
         "username": u.username,
         "displayName": u.display_name or "",
@@ -32,6 +34,12 @@ def user(u: User) -> dict[str, Any]:
         "remote": False,
         "modifiedAt": ts(u.modified_at),
     }
+    link = u.agent_user_group
+    if link is not None:
+        out["agentUserGroup"] = {"agentUid": link.uid, "agentGid": link.gid,
+                                 **({"agentUser": link.user} if link.user else {}),
+                                 **({"agentGroup": link.group} if link.group else {})}
+    return out
 
 
 def pagination(offset: int, limit: int, total: int, returned: int) -> dict[str, int]:

@@ -23,7 +23,7 @@ from typing import Any
 from tornado import ioloop, iostream, tcpclient, websocket
 
 from ..errors import DetError, NotFound
-from ..services._shells import PRIVATE_KEY, PUBLIC_KEY, public_config, ssh_username
+from ..services._shells import PUBLIC_KEY, public_config, ssh_username
 from ..services.auth import User
 from ..services.authz import Perm
 from ._base import DetHandler
@@ -39,9 +39,15 @@ _CHUNK = 64 * 1024
 TOUCH_INTERVAL = 2.0
 
 
-def shell_json(row: Any, ready: bool, user: User | None) -> dict[str, Any]:
-    """A ``v1Shell``: a command's fields, its keys (the private one for its owner only), and
-    whether its SSH server answers yet."""
+def owners_key(handler: DetHandler, row: Any) -> str | None:
+    """The shell's private key, opened (it is stored sealed), when the caller is its owner;
+    None for anyone else, admins included."""
+    return handler.master.commands.private_key(row) if handler.user.id == row.owner_id else None
+
+
+def shell_json(row: Any, ready: bool, private_key: str | None) -> dict[str, Any]:
+    """A ``v1Shell``: a command's fields, its keys (``private_key``: what ``owners_key`` gave,
+    None outside its owner's own requests), and whether its SSH server answers yet."""
     out = command_json(row)
     if out["state"] == "STATE_RUNNING" and not ready:
         out["state"] = "STATE_STARTING"  # placed, the SSH server not answering yet
@@ -49,8 +55,8 @@ def shell_json(row: Any, ready: bool, user: User | None) -> dict[str, Any]:
         out["exitStatus"] = row.exit_reason
     cfg = row.config or {}
     out["publicKey"] = cfg.get(PUBLIC_KEY, "")
-    if user is not None and user.id == row.owner_id:
-        out["privateKey"] = cfg.get(PRIVATE_KEY, "")
+    if private_key is not None:
+        out["privateKey"] = private_key
     out["idleTimeout"] = cfg.get("idle_timeout")
     # The stock CLI's ssh command logs in as this user; the task's sshd takes any name.
     out["agentUserGroup"] = {"user": ssh_username(row.username)}
@@ -70,8 +76,8 @@ class ShellsHandler(DetHandler):
         config, files, workspace = launch_request(self, "the shell's")
         row = self.master.commands.launch(self.user, config, files, kind=KIND, workspace_id=workspace)
         warnings = launch_warnings(self, row)
-        self.send({"shell": shell_json(row, False, self.user), "config": public_config(row.config),
-                   "warnings": warnings})
+        self.send({"shell": shell_json(row, False, owners_key(self, row)),
+                   "config": public_config(row.config), "warnings": warnings})
 
 
 class ShellHandler(DetHandler):
@@ -80,7 +86,8 @@ class ShellHandler(DetHandler):
     def get(self, task_id: str) -> None:
         self.authorize_task(task_id)
         row = self.master.notebooks.visible(self.user, task_id, KIND)
-        self.send({"shell": shell_json(row, task_id in self.master.notebooks.ready, self.user),
+        ready = task_id in self.master.notebooks.ready
+        self.send({"shell": shell_json(row, ready, owners_key(self, row)),
                    "config": public_config(row.config)})
 
 
@@ -89,7 +96,7 @@ class ShellKillHandler(DetHandler):
 
     def post(self, task_id: str) -> None:
         row = kill_proxied(self, task_id, KIND)
-        self.send({"shell": shell_json(row, False, self.user)})
+        self.send({"shell": shell_json(row, False, owners_key(self, row))})
 
 
 class ShellPriorityHandler(DetHandler):
@@ -99,7 +106,8 @@ class ShellPriorityHandler(DetHandler):
 
     def post(self, task_id: str) -> None:
         row = set_proxied_priority(self, task_id, KIND)
-        self.send({"shell": shell_json(row, task_id in self.master.notebooks.ready, self.user)})
+        ready = task_id in self.master.notebooks.ready
+        self.send({"shell": shell_json(row, ready, owners_key(self, row))})
 
 
 class ShellTunnelHandler(websocket.WebSocketHandler):

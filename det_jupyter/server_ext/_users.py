@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from ..services.authz import Perm
-from ..services.users import UserPatch
+from ..services.users import UserPatch, parse_agent_user_group
 from . import _serialize as ser
 from ._base import DetHandler, _bearer
 
@@ -22,15 +22,19 @@ def _opt(body: dict[str, Any], key: str, kind: type) -> Any:
 
 
 def parse_patch(body: dict[str, Any]) -> UserPatch:
-    """A ``v1PatchUser`` body. Fields we cannot honour are refused, not ignored."""
-    for key in ("remote", "agentUserGroup"):
-        if body.get(key) not in (None, False):
-            raise InvalidRequest(f"{key} is not supported by det-jupyter (no SSO, no agent "
-                                 "user linking); leave it out")
+    """A ``v1PatchUser`` body. Fields we cannot honour are refused, not ignored; an
+    ``agentUserGroup`` with every field empty removes the link."""
+    if body.get("remote") not in (None, False):
+        raise InvalidRequest("remote is not supported by det-jupyter (no SSO); leave it out")
+    link = unlink = None
+    if body.get("agentUserGroup") is not None:
+        link = parse_agent_user_group(body["agentUserGroup"])
+        unlink = True if link is None else None
     return UserPatch(
         username=_opt(body, "username", str), display_name=_opt(body, "displayName", str),
         active=_opt(body, "active", bool), admin=_opt(body, "admin", bool),
         password=_opt(body, "password", str), is_hashed=bool(_opt(body, "isHashed", bool)),
+        agent_user_group=link, unlink_agent_user=unlink,
     )
 
 
@@ -71,15 +75,19 @@ class UsersHandler(DetHandler):
         spec = body.get("user")
         if not isinstance(spec, dict):
             raise InvalidRequest("user must be an object: {username, admin, active, displayName}")
-        if spec.get("remote") or spec.get("agentUserGroup"):
-            raise InvalidRequest("remote (SSO) users and agent user linking are not supported by "
-                                 "det-jupyter; leave remote and agentUserGroup out")
+        if spec.get("remote"):
+            raise InvalidRequest("remote (SSO) users are not supported by det-jupyter; leave "
+                                 "remote out")
+        link = None
+        if spec.get("agentUserGroup") is not None:
+            link = parse_agent_user_group(spec["agentUserGroup"])
         admin = _opt(spec, "admin", bool)
         active = _opt(spec, "active", bool)
         user = self.master.users.create(
             spec.get("username"), password=body.get("password"),
             is_hashed=bool(_opt(body, "isHashed", bool)), admin=bool(admin),
-            active=True if active is None else active, display_name=spec.get("displayName"))
+            active=True if active is None else active, display_name=spec.get("displayName"),
+            agent_user_group=link)
         self.send({"user": ser.user(user)})
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import config as expconf
 from ._gang import Gang
+from .auth import AgentUserGroup
 from .cluster_info import build_info_files
 
 SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
@@ -34,6 +35,18 @@ def task_env(
         "DET_USER": owner, "DET_TASK_TYPE": task_type,
         "DET_TASK_LOGGING_METADATA": json.dumps({"task_id": task_id, "allocation_id": allocation_id}),
     }
+
+
+def with_run_as(spec: dict, link: AgentUserGroup | None) -> dict:
+    """``spec`` with its owner's identity on agents: ``run_as`` where the owner is linked
+    with an agent user, no ``run_as`` where not (the agent's default task account). The
+    allocation service applies it to every spec of every kind it places, with the owner's
+    link as of the placement (``AuthService.open_task_sessions``)."""
+    if link is not None:
+        spec["run_as"] = link.run_as()
+    else:
+        spec.pop("run_as", None)
+    return spec
 
 
 def gang_env(gang: Gang, rank: int) -> dict[str, str]:

@@ -25,6 +25,7 @@ from . import _alloc_rows as rows
 from ._clock import Clock
 from ._gang import PORT_BASE, PORT_BLOCK, PORT_BLOCKS, Container, Gang, free_port
 from ._states import AllocState
+from ._task_spec import with_run_as
 from .auth import AllocationPrincipal, AuthService, new_token, token_hash, user_of_row
 
 log = logging.getLogger("det_jupyter.allocations")
@@ -228,6 +229,13 @@ class AllocationService:
                 gang, token, port = planned[alloc.token_hash]
                 runs.append((alloc, Gang(tuple(gang), port, port + 1), token))
             specs_of = self.owner.build_specs_many(runs, conn)
+            # Its owner's identity in every spec of every kind: a user token (DET_USER_TOKEN,
+            # one per allocation, revoked when it ends) and run_as where the owner is linked.
+            owners = self._auth.open_task_sessions(conn, [alloc.allocation_id for alloc, _, _ in runs])
+            for allocation_id, (user_token, link) in owners.items():
+                for spec in specs_of.get(allocation_id, ()):
+                    spec.setdefault("env", {})["DET_USER_TOKEN"] = user_token
+                    with_run_as(spec, link)
         for alloc, gang, _ in runs:
             placed[alloc.allocation_id] = (specs_of[alloc.allocation_id], list(gang.containers), gang.rendezvous_port)
             if self._pending_view is not None:
@@ -313,8 +321,9 @@ class AllocationService:
             if self.launcher is not None:
                 self.launcher.released(allocation_id, agent_id)
             if exit_code != 0 and live.failure is None:
-                live.failure = (exit_code if exit_code is not None else -1,
-                                f"{reason or 'exited'} (on agent {agent_id})")
+                # None (its agent left: a preemption) stays None: the others are killed, and
+                # the allocation ends without blaming the task.
+                live.failure = (exit_code, f"{reason or 'exited'} (on agent {agent_id})")
                 for other in live.containers:
                     if self.launcher is not None:
                         self.launcher.kill(other, allocation_id)
@@ -348,6 +357,8 @@ class AllocationService:
                 key=lambda d: order[d[0].allocation_id])  # the exits' order
             follows = list(zip([d[0].allocation_id for d in done],
                                self.owner.allocations_exited(done, conn), strict=True))
+            self._auth.revoke_task_sessions(conn, list(how))
+        self._auth.forget_task_sessions(list(how))
         if started:
             self.on_change()
         for allocation_id, follow in follows:
@@ -571,4 +582,5 @@ class AllocationService:
                     )
                 )
                 ended.append(row)
+            self._auth.revoke_task_sessions(conn, None)  # the old master's tasks' user tokens
         return ended

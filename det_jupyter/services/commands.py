@@ -19,11 +19,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import config as expconf
-from ..errors import InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound, Unavailable
 from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
-from ._kinds import KINDS
+from ._kinds import KINDS, work_dir_mounts
+from ._sealed import SealedError, Sealer, is_sealed
+from ._shells import PRIVATE_KEY
 from ._states import AllocState
 from ._task_spec import gang_env, master_env, task_env
 from .allocations import AllocationService, Gang
@@ -82,8 +84,13 @@ class CommandConfig:
 
 
 class CommandService:
-    def __init__(self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: Any) -> None:
+    def __init__(self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: Any,
+                 *, sealer: Sealer | None = None) -> None:
         self._engine = engine
+        # Seals what tasks' rows hold that must be replayed (services._sealed). The master
+        # passes one whose key is kept in the data dir; without one, a key of this process
+        # only (what it sealed does not open after a restart).
+        self._sealer = sealer or Sealer(os.urandom(32))
         self._reader = reader(engine)
         self._clock = clock
         self._allocs = allocations
@@ -112,6 +119,9 @@ class CommandService:
         elif kind != "COMMAND":
             raise InvalidRequest(f"unknown task type {kind!r}")
         cfg = CommandConfig.parse(raw_config)
+        task_id = f"{_PREFIX.get(kind, kind.lower())}-{uuid.uuid4()}"
+        if PRIVATE_KEY in extra:  # a shell's: its owner fetches it again, so it is sealed
+            extra[PRIVATE_KEY] = self._sealer.seal(extra[PRIVATE_KEY], f"{task_id}:{PRIVATE_KEY}")
         try:
             self.resources.check_pool(cfg.resource_pool, "config.resources.resource_pool")
         except ValueError as exc:
@@ -119,7 +129,6 @@ class CommandService:
         pool = self.resources.pool_for(cfg.resource_pool, cfg.slots)
         priority = cfg.priority or self.resources.pools[pool].scheduler.default_priority
         tgz = expconf.context_to_tgz(files or []) if files else None
-        task_id = f"{_PREFIX.get(kind, kind.lower())}-{uuid.uuid4()}"
         job_id = f"job-{uuid.uuid4()}"
         now = self._clock.now()
         with self._engine.begin() as conn:
@@ -133,7 +142,6 @@ class CommandService:
                         "priority": priority, "resource_pool": pool}, "env": cfg.env,
                         "description": cfg.description, **extra},
                 context=tgz, start_time=now, task_type=kind, workspace_id=workspace_id,
-                proxy_token=secrets.token_hex(24) if kind in KINDS else None,
             ))
             self._allocs.request(conn, task_id=task_id, trial_id=None, slots=cfg.slots,
                                  priority=priority, resource_pool=pool, job_id=job_id)
@@ -178,6 +186,50 @@ class CommandService:
         with self._reader.connect() as conn:
             return list(conn.execute(q))
 
+    def upstream_token(self, row: Any) -> str:
+        """The token the proxy sends to the task of ``row`` (a row with ``task_id`` and
+        ``proxy_token``), opened."""
+        return self._sealer.open(row.proxy_token, f"{row.task_id}:proxy_token")
+
+    def private_key(self, row: Any) -> str:
+        """A shell's SSH private key (of ``row``'s config), opened; "" when it has none."""
+        sealed = (row.config or {}).get(PRIVATE_KEY) or ""
+        try:
+            return self._sealer.open(sealed, f"{row.task_id}:{PRIVATE_KEY}") if sealed else ""
+        except SealedError as exc:
+            raise Unavailable(f"shell {row.task_id}'s key is lost ({exc}); start a new shell") from None
+
+    def seal_plaintext(self) -> int:
+        """Seal the upstream tokens and private keys that rows written before sealing hold in
+        plain text; returns how many rows changed. On SQLite the old values' bytes are zeroed
+        in the file (``secure_delete``); PostgreSQL keeps old row versions until a VACUUM."""
+        c = t.commands.c
+        with self._engine.begin() as conn:
+            rows = conn.execute(sa.select(c.task_id, c.proxy_token, c.config)
+                                .where(c.task_type.in_(tuple(KINDS)))).all()
+            changes = {}
+            for row in rows:
+                values: dict[str, Any] = {}
+                if row.proxy_token and not is_sealed(row.proxy_token):
+                    values["proxy_token"] = self._sealer.seal(row.proxy_token,
+                                                              f"{row.task_id}:proxy_token")
+                key = (row.config or {}).get(PRIVATE_KEY)
+                if key and not is_sealed(key):
+                    values["config"] = {**row.config, PRIVATE_KEY: self._sealer.seal(
+                        key, f"{row.task_id}:{PRIVATE_KEY}")}
+                if values:
+                    changes[row.task_id] = values
+            if not changes:
+                return 0
+            sqlite = conn.dialect.name == "sqlite"
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA secure_delete=ON")
+            for task_id, values in changes.items():
+                conn.execute(sa.update(t.commands).where(c.task_id == task_id).values(**values))
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA secure_delete=OFF")
+        return len(changes)
+
     def context_tgz(self, task_id: str) -> bytes | None:
         with self._reader.connect() as conn:
             return conn.execute(sa.select(t.commands.c.context).where(t.commands.c.task_id == task_id)).scalar()
@@ -210,6 +262,9 @@ class CommandService:
             cmd = c.execute(sa.select(t.commands).where(t.commands.c.task_id == alloc.task_id)).one()
             owner = c.execute(sa.select(t.users.c.username).where(t.users.c.id == cmd.owner_id)).scalar_one()
         ident = self.identity
+        # A proxied task's upstream token (JupyterLab reads JUPYTER_TOKEN; the proxy sends it),
+        # made at placement and stored sealed with its address.
+        upstream = secrets.token_hex(24) if cmd.task_type in KINDS else None
         specs = []
         addrs = [c.address for c in gang.containers]
         counts = [len(c.slot_ids) for c in gang.containers]
@@ -232,21 +287,21 @@ class CommandService:
                 entrypoint, extra_env = KINDS[cmd.task_type].build(
                     cmd.task_id, c.address, gang.rendezvous_port, cmd.config, os.geteuid() == 0)
                 env.update(extra_env)
-                # The upstream token (JupyterLab reads JUPYTER_TOKEN); the proxy sends it.
-                env["JUPYTER_TOKEN"] = env["DET_PROXY_TOKEN"] = cmd.proxy_token
+                env["JUPYTER_TOKEN"] = env["DET_PROXY_TOKEN"] = upstream
             spec = {
                 "task_id": cmd.task_id, "allocation_id": alloc.allocation_id,
                 "task_type": cmd.task_type, "entrypoint": entrypoint, "env": env,
-                "slot_ids": list(c.slot_ids), "info_files": info, "mounts": [],
+                "slot_ids": list(c.slot_ids), "info_files": info, "mounts": work_dir_mounts(cmd.config),
             }
             if cmd.context is not None:
                 spec["context_url"] = f"/api/v1/tasks/{cmd.task_id}/context_directory"
             specs.append(spec)
-        if cmd.task_type in KINDS:  # where the proxy reaches it, with the placement
+        if upstream is not None:  # where the proxy reaches it, and with what, with the placement
             chief = gang.containers[0]
             with (self._engine.begin() if conn is None else nullcontext(conn)) as w:
                 w.execute(sa.update(t.commands).where(t.commands.c.task_id == cmd.task_id).values(
-                    proxy_address=f"{chief.address}:{gang.rendezvous_port}"))
+                    proxy_address=f"{chief.address}:{gang.rendezvous_port}",
+                    proxy_token=self._sealer.seal(upstream, f"{cmd.task_id}:proxy_token")))
         return specs
 
     def allocation_exited(

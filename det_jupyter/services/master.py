@@ -16,6 +16,7 @@ from ..rm.config import ResourceConfig, parse_resources
 from ..store import make_engine, migrate
 from ..store import tables as t
 from ._clock import Clock
+from ._sealed import Sealer, open_private, private_dir
 from ._searcher_batch import SearcherBatcher
 from ._searcher_log import SearcherEvent
 from .allocations import AllocationService
@@ -67,7 +68,7 @@ class Master:
         self.settings = settings
         self.clock = clock or Clock()
         self.master_id = str(uuid.uuid4())
-        os.makedirs(settings.data_dir, exist_ok=True)
+        private_dir(settings.data_dir)
         self.engine = make_engine(settings.db_url)
         migrate(self.engine)
         self.cluster_id = self._cluster_id()
@@ -91,6 +92,10 @@ class Master:
                 self.rbac.seed_existing_users(conn)
         ckpt_dir = settings.checkpoint_dir or os.path.join(settings.data_dir, "checkpoints")
         os.makedirs(ckpt_dir, exist_ok=True)
+        if not settings.checkpoint_dir:
+            # Tasks write here as their owners' accounts; like /tmp, each may remove only its
+            # own. Inside the 0700 data dir, only tasks (through their bind mount) reach it.
+            os.chmod(ckpt_dir, 0o1777)
         self.defaults = expconf.MasterDefaults(
             checkpoint_storage={"type": "shared_fs", "host_path": ckpt_dir}
         )
@@ -121,7 +126,11 @@ class Master:
             preemption_timeout_s=settings.preemption_timeout_s,
         )
         self.jobs = JobControl(self.engine, self.resources, self._jobs_changed)
-        self.commands = CommandService(self.engine, self.clock, self.allocations, self.identity)
+        # Replayed secrets are sealed under a key outside the database (services._sealed).
+        key = load_or_create_secret(os.path.join(settings.data_dir, "secrets_key"))
+        self.commands = CommandService(self.engine, self.clock, self.allocations, self.identity,
+                                       sealer=Sealer(bytes.fromhex(key)))
+        self.commands.seal_plaintext()  # rows written before sealing
         self.commands.resources = self.resources
         self.commands.notebook_root = settings.notebook_dir or os.path.join(settings.data_dir, "notebooks")
         self.commands.notebook_timeout_s = settings.notebook_timeout_s
@@ -230,14 +239,16 @@ class Master:
 
 
 def load_or_create_secret(path: str) -> str:
-    """A secret kept in a 0600 file under the data dir (created on first use)."""
+    """A secret kept in a 0600 file under the data dir (created on first use; an existing one
+    with looser modes is tightened)."""
     if os.path.exists(path):
+        os.chmod(path, 0o600)
         with open(path) as fh:
             return fh.read().strip()
     # Hex: a URL-safe token may start with "-", which `det-agent --token "$(cat …)"` would take
     # for an option.
     value = secrets.token_hex(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = open_private(path, os.O_WRONLY | os.O_EXCL)
     with os.fdopen(fd, "w") as fh:
         fh.write(value + "\n")
     return value

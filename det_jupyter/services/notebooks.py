@@ -24,6 +24,7 @@ from ._clock import Clock
 from ._interactive import TICKET_LIFETIME, Activity, check_ticket, is_active, make_ticket
 from ._kinds import KINDS
 from ._proxy_origin import ProxyOrigin
+from ._sealed import SealedError
 from .auth import User
 from .authz import Perm
 from .commands import CommandService
@@ -149,7 +150,8 @@ class NotebookService:
             return route
         if row.alloc_state != "RUNNING" or not row.proxy_address or row.task_id not in self.ready:
             return None
-        return Target(row.task_id, row.proxy_address, row.proxy_token, row.owner_id)
+        return Target(row.task_id, row.proxy_address, self._commands.upstream_token(row),
+                      row.owner_id)
 
     def waiting(self, row: Any, queue_reason: Callable[[str], str | None]) -> str:
         """A sentence for the waiting page: why the notebook is not reachable yet."""
@@ -247,17 +249,22 @@ class NotebookService:
 
     async def _probe(self, row: Any) -> None:
         path = KINDS[row.task_type].probe
+        try:
+            token = self._commands.upstream_token(row)
+        except SealedError as exc:  # the data dir's secrets_key changed under a running task
+            self.starting.pop(row.task_id, None)
+            self._cull(row, f"unreachable: its proxy token does not open ({exc})")
+            return
         self._probing.add(row.task_id)
         try:
-            ok = await (_get_json(row, path, timeout=2.0) if path is not None
+            ok = await (_get_json(row, token, path, timeout=2.0) if path is not None
                         else _connects(row.proxy_address, timeout=2.0))
         finally:
             self._probing.discard(row.task_id)
         if ok is not None and ok is not False and row.task_id in self.starting:
             del self.starting[row.task_id]
             self.ready.add(row.task_id)
-            self.routes[row.task_id] = Target(row.task_id, row.proxy_address, row.proxy_token,
-                                              row.owner_id)
+            self.routes[row.task_id] = Target(row.task_id, row.proxy_address, token, row.owner_id)
             idle = self._idle_of(row.task_id)
             idle.last_active = idle.looked = self._clock.now()
             log.info("notebook %s is ready at %s", row.task_id, row.proxy_address)
@@ -266,9 +273,10 @@ class NotebookService:
         """One look at a notebook server's kernels, terminals, sessions and status."""
         idle = self._idle_of(row.task_id)
         idle.looked = now
+        token = self._commands.upstream_token(row)
         kernels, terminals, sessions, status = await asyncio.gather(
-            _get_json(row, "api/kernels"), _get_json(row, "api/terminals"),
-            _get_json(row, "api/sessions"), _get_json(row, "api/status"))
+            *(_get_json(row, token, path) for path in
+              ("api/kernels", "api/terminals", "api/sessions", "api/status")))
         if kernels is None or status is None:
             idle.unanswered = True
             return
@@ -290,12 +298,13 @@ class NotebookService:
         self.drop(row.task_id)
 
 
-async def _get_json(row: Any, path: str, timeout: float = 5.0) -> Any:
-    """GET the notebook server's ``/proxy/<id>/<path>`` with its token; None on any failure."""
+async def _get_json(row: Any, token: str, path: str, timeout: float = 5.0) -> Any:
+    """GET the notebook server's ``/proxy/<id>/<path>`` with its ``token``; None on any
+    failure."""
     url = f"http://{row.proxy_address}/proxy/{row.task_id}/{path}"
     try:
         resp = await AsyncHTTPClient().fetch(
-            url, headers={"Authorization": f"token {row.proxy_token}"},
+            url, headers={"Authorization": f"token {token}"},
             request_timeout=timeout, connect_timeout=timeout)
         return json.loads(resp.body)
     except (HTTPClientError, OSError, ValueError, asyncio.TimeoutError):

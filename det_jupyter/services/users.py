@@ -13,12 +13,18 @@ What a change does to credentials:
 * a password change: every other login session of the user is revoked (the caller's own is
   kept when users change their own password); access tokens are separate credentials and
   stay until revoked or expired.
+
+Linking a user with an agent user (``agentUserGroup``: the uid/gid, and optionally the names,
+their tasks run as on agents) needs ADMINISTRATE_USER, for oneself too, as in Determined: it
+decides which host files a user's code may touch. Tasks placed afterwards run as the link.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -26,11 +32,25 @@ from ..errors import Conflict, Forbidden, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
 from ._clock import Clock
-from .auth import AuthService, User, client_hash, hash_password, token_hash, user_of_row
+from .auth import (
+    AgentUserGroup,
+    AuthService,
+    User,
+    client_hash,
+    hash_password,
+    select_users,
+    token_hash,
+    user_of_row,
+)
 from .rbac import UNCATEGORIZED, RbacService
 
 BUILTIN_ADMIN = "admin"
 MAX_NAME = 128
+MAX_ID = 2**31  # uids and gids are below this (what the agent's kernel and Determined accept)
+# A POSIX account name: the portable filename characters, starting with a letter or '_' (so
+# never an option nor a number), at most 32 characters, as useradd and groupadd take them.
+_ACCOUNT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+_LINK_FIELDS = {"agentUid": "uid", "agentGid": "gid", "agentUser": "user", "agentGroup": "group"}
 
 # (test, what the password must have): checked in this order, the first failure is reported.
 PASSWORD_RULES: tuple[tuple[Callable[[str], bool], str], ...] = (
@@ -70,6 +90,53 @@ def check_username(name: object) -> str:
     return name
 
 
+def _host_id(raw: dict[str, Any], key: str) -> int:
+    value = raw.get(key)
+    if value is None:
+        raise InvalidRequest(f"agentUserGroup.{key} is required (an integer from 0 to {MAX_ID - 1})")
+    if isinstance(value, str) and value.isascii() and value.strip().isdigit():  # int64-style strings
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_ID:
+        raise InvalidRequest(f"agentUserGroup.{key} must be an integer from 0 to {MAX_ID - 1}, "
+                             f"got {value!r}")
+    return value
+
+
+def _account_name(raw: dict[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or not _ACCOUNT_NAME.fullmatch(value):
+        raise InvalidRequest(f"agentUserGroup.{key} must be a POSIX account name (letters, digits, "
+                             f"'_', '.', '-', starting with a letter or '_', at most 32 characters), "
+                             f"got {value!r}")
+    return value
+
+
+def parse_agent_user_group(raw: object) -> AgentUserGroup | None:
+    """A ``v1AgentUserGroup``: the link it asks for, or None for one with every field empty
+    (remove the link). uid and gid are required; the names may be left out."""
+    if not isinstance(raw, dict):
+        raise InvalidRequest("agentUserGroup must be an object {agentUid, agentGid, agentUser, "
+                             "agentGroup}")
+    unknown = sorted(set(raw) - set(_LINK_FIELDS))
+    if unknown:
+        raise InvalidRequest(f"agentUserGroup has unknown fields {', '.join(unknown)}; "
+                             f"use {', '.join(_LINK_FIELDS)}")
+    if all(raw.get(k) in (None, "") for k in _LINK_FIELDS):
+        return None
+    return AgentUserGroup(uid=_host_id(raw, "agentUid"), gid=_host_id(raw, "agentGid"),
+                          user=_account_name(raw, "agentUser"), group=_account_name(raw, "agentGroup"))
+
+
+def set_link(conn: sa.Connection, user_id: int, link: AgentUserGroup | None) -> None:
+    """Link ``user_id`` with an agent user (None: unlink), in ``conn``."""
+    conn.execute(sa.delete(t.agent_user_groups).where(t.agent_user_groups.c.user_id == user_id))
+    if link is not None:
+        conn.execute(sa.insert(t.agent_user_groups).values(
+            user_id=user_id, uid=link.uid, gid=link.gid, user_name=link.user, group_name=link.group))
+
+
 def check_display_name(name: object) -> str:
     if not isinstance(name, str):
         raise InvalidRequest("displayName must be a string")
@@ -99,16 +166,19 @@ class UserPatch:
     admin: bool | None = None
     password: str | None = None
     is_hashed: bool = False
+    agent_user_group: AgentUserGroup | None = None
+    unlink_agent_user: bool | None = None  # True: remove the agent user link
 
     # What users may change about themselves; everything else needs ADMINISTRATE_USER.
     SELF_SERVICE = frozenset({"display_name", "password", "is_hashed"})
     WIRE = {"username": "username", "display_name": "displayName", "active": "active",
-            "admin": "admin", "password": "password"}
+            "admin": "admin", "password": "password", "agent_user_group": "agentUserGroup",
+            "unlink_agent_user": "agentUserGroup"}
 
     def admin_only(self) -> list[str]:
         """The wire names of the fields set here that only an admin may change."""
-        return [self.WIRE[f.name] for f in fields(self)
-                if f.name not in self.SELF_SERVICE and getattr(self, f.name) is not None]
+        return list(dict.fromkeys(self.WIRE[f.name] for f in fields(self)
+                                  if f.name not in self.SELF_SERVICE and getattr(self, f.name) is not None))
 
     def is_empty(self) -> bool:
         return all(getattr(self, f.name) is None for f in fields(self) if f.name != "is_hashed")
@@ -143,7 +213,7 @@ class UserService:
 
     def get(self, user_id: int) -> User:
         with self._reader.connect() as conn:
-            row = conn.execute(sa.select(t.users).where(t.users.c.id == user_id)).first()
+            row = conn.execute(select_users().where(t.users.c.id == user_id)).first()
         if row is None:
             raise NotFound(f"user {user_id} not found")
         return user_of_row(row)
@@ -169,7 +239,7 @@ class UserService:
             where.append(sa.or_(sa.func.lower(u.username).like(pattern),
                                 sa.func.lower(sa.func.coalesce(u.display_name, "")).like(pattern)))
         col = _SORT[sort_by]
-        q = sa.select(t.users).where(*where).order_by(col.desc() if descending else col.asc(), u.id)
+        q = select_users().where(*where).order_by(col.desc() if descending else col.asc(), u.id)
         if limit:
             q = q.limit(limit)
         with self._reader.connect() as conn:
@@ -180,8 +250,10 @@ class UserService:
     # -- writes ----------------------------------------------------------------------------
 
     def create(self, username: object, *, password: object, is_hashed: bool = False,
-               admin: bool = False, active: bool = True, display_name: object = None) -> User:
-        """A new user with the default role (ClusterAdmin when ``admin``)."""
+               admin: bool = False, active: bool = True, display_name: object = None,
+               agent_user_group: AgentUserGroup | None = None) -> User:
+        """A new user with the default role (ClusterAdmin when ``admin``), linked with
+        ``agent_user_group`` where given."""
         username = check_username(username)
         shown = None if display_name in (None, "") else check_display_name(display_name)
         pw_hash = stored_password(password, is_hashed)
@@ -192,6 +264,8 @@ class UserService:
             user_id = conn.execute(sa.insert(t.users).values(
                 username=username, password_hash=pw_hash, admin=admin, active=active,
                 display_name=shown, created_at=now, modified_at=now)).inserted_primary_key[0]
+            if agent_user_group is not None:
+                set_link(conn, user_id, agent_user_group)
             if self._auth.on_user_created is not None:
                 self._auth.on_user_created(conn, user_id, admin=admin)
         self._changed(user_id)
@@ -212,8 +286,8 @@ class UserService:
                 raise Forbidden(f"you may not change your own {', '.join(refused)}; ask an admin "
                                 "(ADMINISTRATE_USER)")
         if patch.is_empty():
-            raise InvalidRequest("nothing to change: send displayName, password, username, active "
-                                 "or admin")
+            raise InvalidRequest("nothing to change: send displayName, password, username, active, "
+                                 "admin or agentUserGroup")
         if target.username == BUILTIN_ADMIN:
             if patch.active is False or patch.admin is False:
                 raise Conflict("the built-in admin cannot be deactivated or lose admin")
@@ -240,6 +314,8 @@ class UserService:
                 revoke_sessions(conn, user_id)
             if patch.admin and not target.admin:
                 self._rbac.assign(conn, "ClusterAdmin", user_id=user_id)
+            if patch.agent_user_group is not None or patch.unlink_agent_user:
+                set_link(conn, user_id, patch.agent_user_group)
         if patch.admin is False and target.admin:
             self._demote(user_id)
         self._changed(user_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
@@ -45,6 +46,7 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
     """
     url = normalize_url(url)
     if url.startswith("sqlite"):
+        _private_sqlite_files(sa.engine.make_url(url).database)
         engine = sa.create_engine(
             url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
         )
@@ -99,6 +101,18 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
 
 
 IDLE_PING_S = 10.0
+
+
+def _private_sqlite_files(path: str | None) -> None:
+    """The database file readable by this user only (0600), made so before SQLite opens it.
+    SQLite gives the ``-wal`` and ``-shm`` files it creates the database file's own mode; ones
+    left by an earlier start with looser modes are tightened here."""
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o600))  # an empty file is an empty database
+    for name in (path, path + "-wal", path + "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(name, 0o600)
 
 
 def placeholder(conn: sa.Connection) -> str:

@@ -176,6 +176,16 @@ def _v8_metric_series_sampled(conn: sa.Connection) -> None:
                 conn.execute(update, values)
 
 
+def _v9_agent_users(conn: sa.Connection) -> None:
+    """agent_user_groups (users linked to a host account) and user_sessions.allocation_id (the
+    allocation a task's user token belongs to)."""
+    t.agent_user_groups.create(conn, checkfirst=True)
+    if "allocation_id" in {c["name"] for c in sa.inspect(conn).get_columns("user_sessions")}:
+        return
+    conn.execute(sa.text("ALTER TABLE user_sessions ADD COLUMN allocation_id VARCHAR(160)"))
+    next(ix for ix in t.user_sessions.indexes if ix.name == "ix_user_sessions_allocation").create(conn)
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -185,6 +195,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (6, _v6_metric_time_text),
     (7, _v7_metric_series),
     (8, _v8_metric_series_sampled),
+    (9, _v9_agent_users),
 ]
 
 

@@ -53,6 +53,22 @@ user_sessions = sa.Table(
     # Migration 5: a long-lived access token (det token create) rather than a login session.
     sa.Column("kind", sa.String(16), nullable=False, server_default="session"),
     sa.Column("description", sa.Text),
+    # Migration 9: a task's token (kind 'task', DET_USER_TOKEN) names its allocation; it is
+    # revoked when that allocation ends.
+    sa.Column("allocation_id", sa.String(160)),
+    sa.Index("ix_user_sessions_allocation", "allocation_id"),
+)
+
+# Migration 9: the host account a user's tasks run as (``det user link-with-agent-user``), as
+# Determined's agent_user_groups. A user without a row runs as the agent's default account.
+agent_user_groups = sa.Table(
+    "agent_user_groups",
+    metadata,
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+    sa.Column("uid", sa.Integer, nullable=False),
+    sa.Column("gid", sa.Integer, nullable=False),
+    sa.Column("user_name", sa.String(32)),
+    sa.Column("group_name", sa.String(32)),
 )
 
 workspaces = sa.Table(

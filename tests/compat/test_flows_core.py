@@ -59,9 +59,9 @@ def test_metrics_and_checkpoints_reach_the_master(det_env, master: MasterProcess
     assert f.steps_of(client, tid, "checkpoint") == [5, 10]
 
 
-def test_report_progress_is_visible_while_running(det_env, master: MasterProcess, tmp_path: Path) -> None:
+def test_report_progress_is_visible_while_running(det_env, master: MasterProcess, task_shared_dir: Path) -> None:
     client = master.admin()
-    release = tmp_path / "release"
+    release = task_shared_dir / "release"  # the trial's account cannot enter tmp_path
     exp_id, t = _run(client, det_env, name="core-progress", length=5,
                      hparams={"mode": "progress", "release": str(release)})
     try:
@@ -76,11 +76,11 @@ def test_report_progress_is_visible_while_running(det_env, master: MasterProcess
 
 
 def test_invalid_hp_exits_early_without_consuming_restarts(
-    det_env, master: MasterProcess, tmp_path: Path
+    det_env, master: MasterProcess, task_shared_dir: Path
 ) -> None:
     """InvalidHP under the stock core: early_exit reported, exit 0, and random replaces the trial."""
     client = master.admin()
-    marker = tmp_path / "invalid-once"
+    marker = task_shared_dir / "invalid-once"
     exp = create_experiment(client, f.steps_config(
         det_env.python, name="core-invalid-hp", length=10,
         hparams={"mode": "invalid_hp", "marker": str(marker)},

@@ -102,9 +102,9 @@ def test_wrong_password_is_a_403_and_logs_nothing_secret(master: MasterProcess) 
     assert "CANARY" not in master.log()
 
 
-def test_allocation_token_works_only_for_its_own_task(master: MasterProcess, tmp_path: Path) -> None:
+def test_allocation_token_works_only_for_its_own_task(master: MasterProcess, task_shared_dir: Path) -> None:
     client = master.admin()
-    token_file = tmp_path / "token"
+    token_file = task_shared_dir / "token"  # the task's account cannot enter tmp_path
     mine = submit_counter(client, length=400, sleep=0.05, token_file=str(token_file))
     other = submit_counter(client, length=5)
     wait_experiment(client, other, {"STATE_COMPLETED"})

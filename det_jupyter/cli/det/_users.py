@@ -115,6 +115,21 @@ def user_edit(args: argparse.Namespace) -> int:
     return 0
 
 
+def user_link(args: argparse.Namespace) -> int:
+    """``det user link-with-agent-user``: the user's tasks run as this uid/gid on agents
+    (``PATCH /api/v1/users/{id}`` with ``agentUserGroup``, as the stock CLI sends it)."""
+    d = connect(args)
+    user_id = acc.get_user(d, args.det_username)["id"]
+    link = {"agentUid": args.agent_uid, "agentGid": args.agent_gid,
+            "agentUser": args.agent_user, "agentGroup": args.agent_group}
+    user = d._session.request("PATCH", f"/api/v1/users/{user_id}", {"agentUserGroup": link})["user"]
+    got = user.get("agentUserGroup") or {}
+    names = "/".join(n for n in (got.get("agentUser"), got.get("agentGroup")) if n)
+    print(f"User '{user['username']}' linked with agent uid {got.get('agentUid')}, gid "
+          f"{got.get('agentGid')}{f' ({names})' if names else ''}")
+    return 0
+
+
 # -- det user-group ---------------------------------------------------------------------------
 
 
@@ -231,6 +246,14 @@ def _user_parsers(sub: Any) -> None:
                    help="grant (no value or true) or remove (false) admin")
     p.add_argument("--remove-admin", action="store_true", help="remove admin (same as --admin false)")
     p.set_defaults(func=user_edit)
+    p = usub.add_parser("link-with-agent-user",
+                        help="run a user's tasks as this uid/gid on agents (needs ADMINISTRATE_USER)")
+    p.add_argument("det_username", help="the user whose tasks it is")
+    p.add_argument("--agent-uid", type=int, required=True, help="UID on the agent to run tasks as")
+    p.add_argument("--agent-gid", type=int, required=True, help="GID on the agent to run tasks as")
+    p.add_argument("--agent-user", help="the user name of that UID on the agent (optional)")
+    p.add_argument("--agent-group", help="the group name of that GID on the agent (optional)")
+    p.set_defaults(func=user_link)
 
 
 def _group_parsers(sub: Any) -> None:
