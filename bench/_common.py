@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import statistics
 import subprocess
 import sys
@@ -40,6 +41,21 @@ PEER_PINS = {
     "optuna": ["optuna==5.0.0"],
     "ray": ["ray[tune]==2.60.0"],
 }
+
+
+def task_writable(path: Path) -> Path:
+    """Make ``path`` (a directory of this run) a place tasks can write: they run as an
+    unprivileged account, which must traverse every directory above it (a mkdtemp is 0700)."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o1777)
+    tmp = Path(tempfile.gettempdir()).resolve()
+    for parent in path.resolve().parents:
+        if tmp not in parent.parents:  # only this run's own directories, below the temp dir
+            break
+        mode = parent.stat().st_mode
+        if parent.stat().st_uid == os.geteuid() and not mode & 0o001:
+            parent.chmod((mode & 0o7777) | 0o111)
+    return path
 
 
 def log(*args: Any) -> None:

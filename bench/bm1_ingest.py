@@ -42,6 +42,7 @@ from _common import (
     peer_selected,
     percentile,
     run_peer,
+    task_writable,
 )
 from calib import executemany_rate, rows
 
@@ -60,7 +61,7 @@ while time.time() < deadline and not os.path.exists(os.path.join(d, "release")):
 
 def launch_trials(master: MasterProcess, client, work: Path, n: int) -> list[Path]:
     """Submit an experiment of n waiting trials; return their env files once all are running."""
-    work.mkdir(parents=True)
+    task_writable(work)  # the trials write their environments here
     ctx = work / "ctx"
     ctx.mkdir()
     (ctx / "wait.py").write_text(WAIT_TASK)
