@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
