@@ -15,11 +15,12 @@ pytestmark = pytest.mark.compat
 
 
 def test_two_trials_run_concurrently_with_their_own_hparams(
-    det_env, master: MasterProcess, tmp_path: Path
+    det_env, master: MasterProcess, task_shared_dir: Path
 ) -> None:
     client = master.admin()
-    stamps = tmp_path / "stamps"
+    stamps = task_shared_dir / "stamps"  # the trials' account cannot enter tmp_path
     stamps.mkdir()
+    stamps.chmod(0o1777)
     config = f.steps_config(
         det_env.python, name="concurrent", length=30,
         hparams={"x": {"type": "categorical", "vals": [1, 3]}, "sleep": 0.1, "stamp_dir": str(stamps)},
