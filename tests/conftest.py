@@ -85,3 +85,11 @@ def any_master(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Maste
     m = MasterProcess(tmp_path / "master", db_url=db_url).start()
     yield m
     m.stop()
+
+
+@pytest.fixture
+def bare_master(tmp_path: Path) -> Iterator[MasterProcess]:
+    """A running master (SQLite) with no embedded agent: tests start ``det-agent`` processes."""
+    m = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
+    yield m
+    m.stop()

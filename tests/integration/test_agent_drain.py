@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,6 @@ from tests._master import Client, MasterProcess, create_experiment, wait_experim
 from tests.integration._exp import submit_counter, trials
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def bare_master(tmp_path: Path) -> Iterator[MasterProcess]:
-    m = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    yield m
-    m.stop()
 
 
 def token_file(master: MasterProcess, work: Path) -> Path:

@@ -27,7 +27,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,13 +51,6 @@ for i in range(count):
     os.write(fd, b"%d\\n" % i)
     time.sleep(pause)
 '''
-
-
-@pytest.fixture
-def bare_master(tmp_path: Path) -> Iterator[MasterProcess]:
-    m = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    yield m
-    m.stop()
 
 
 def _agent(master: MasterProcess, work: Path) -> subprocess.Popen:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,6 @@ from tests._master import MasterProcess, start_agent, wait_experiment, wait_for
 from tests.integration._exp import submit_counter, training_steps, trials
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def bare_master(tmp_path: Path) -> Iterator[MasterProcess]:
-    m = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    yield m
-    m.stop()
 
 
 def _connect(url: str, token: str | None) -> int:
