@@ -269,24 +269,26 @@ class ProcessRuntime(Runtime):
     async def _identity(self, spec: dict[str, Any]) -> Identity:
         """Who the task runs as (see ``_isolation.resolve_identity``); LaunchError when the
         agent is root and cannot isolate, since it never runs tasks as root by itself."""
-        if self._isolate is False:  # the explicit unisolated mode: the agent's own user
-            return Identity(os.geteuid(), os.getegid(), None, False, "agent")
         try:
-            if self._default_identity is None and os.geteuid() == 0 and "run_as" not in spec:
-                # Looked up (or created with useradd) once, off the event loop.
-                self._default_identity = await asyncio.to_thread(ensure_account, self._task_user)
             ident = resolve_identity(spec, euid=os.geteuid(), egid=os.getegid(),
-                                     default_user=lambda: self._default_identity)  # type: ignore[arg-type,return-value]
+                                     default_user=self._default_account)
         except ValueError as e:
             raise LaunchError(f"invalid task spec: {e}") from e
         except RuntimeError as e:
             raise LaunchError(str(e)) from e
-        if ident.switch and self._unshare is None:
+        if ident.switch and self._unshare is None and self._isolate is not False:
             raise LaunchError(
                 "the agent runs as root but cannot isolate tasks (`unshare --mount --pid` "
                 "failed), and it runs no task as root or as another user without isolation; "
                 "fix the host's namespaces or run the agent as an unprivileged user")
+        if self._isolate is False:  # the explicit unisolated mode: the agent's own user
+            return Identity(os.geteuid(), os.getegid(), None, False, "agent")
         return ident
+
+    def _default_account(self) -> tuple[int, int, str]:
+        if self._default_identity is None:
+            self._default_identity = ensure_account(self._task_user)
+        return self._default_identity
 
     def _start_cold(
         self, argv: list[str], env: dict[str, str], taskdir: TaskDir, steps: list[tuple[str, ...]],

@@ -85,8 +85,7 @@ def _run_steps(steps: list[list[str]]) -> None:
 def _become(isolate: dict) -> None:
     """Drop to the task's identity: its uid/gid with no supplementary groups, no capabilities
     (bounding set emptied) and no way to gain any (no_new_privs)."""
-    with open("/proc/sys/kernel/cap_last_cap") as fh:
-        last_cap = int(fh.read())
+    last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last_cap + 1):
         _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     if isolate.get("switch"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -61,24 +60,3 @@ def engine(raw_engine: sa.Engine) -> sa.Engine:
 def clock() -> FakeClock:
     """Time that moves only when a test says so."""
     return FakeClock()
-
-
-@pytest.fixture
-def owner() -> Any:
-    """The allocations' owner, recording what it is told (test_store_allocations.RecordingOwner)."""
-    from .test_store_allocations import RecordingOwner
-
-    return RecordingOwner()
-
-
-@pytest.fixture
-def allocs(engine: sa.Engine, clock: FakeClock, owner: Any) -> Any:
-    """An AllocationService on ``engine`` whose owner is ``owner``."""
-    from det_jupyter.services.allocations import AllocationService
-    from det_jupyter.services.auth import AuthService
-
-    auth = AuthService(engine, clock)
-    auth.bootstrap("Bootstr4p-pw")
-    service = AllocationService(engine, clock, auth)
-    service.owner = owner
-    return service

@@ -6,17 +6,33 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import sqlalchemy as sa
 
 from det_jupyter.rm.agents import AgentRM
 from det_jupyter.services._clock import FakeClock
 from det_jupyter.services.allocations import AllocationService, Container
+from det_jupyter.services.auth import AuthService
 from det_jupyter.services.logs import LogService
 
 from ._rows import make_world
 from .test_store_allocations import RecordingOwner, request
 
 SLOTS = [{"id": 0, "type": "cpu"}, {"id": 1, "type": "cpu"}]
+
+
+@pytest.fixture
+def owner() -> RecordingOwner:
+    return RecordingOwner()
+
+
+@pytest.fixture
+def allocs(engine: sa.Engine, clock: FakeClock, owner: RecordingOwner) -> AllocationService:
+    auth = AuthService(engine, clock)
+    auth.bootstrap("Bootstr4p-pw")
+    service = AllocationService(engine, clock, auth)
+    service.owner = owner
+    return service
 
 
 def _cluster(allocs: AllocationService, engine: sa.Engine, clock: FakeClock) -> tuple[AgentRM, dict[str, list]]:

@@ -38,6 +38,20 @@ class RecordingOwner:
         return [self.allocation_exited(alloc, code, reason, conn) for alloc, code, reason in ended]
 
 
+@pytest.fixture
+def owner() -> RecordingOwner:
+    return RecordingOwner()
+
+
+@pytest.fixture
+def allocs(engine: sa.Engine, clock: FakeClock, owner: RecordingOwner) -> AllocationService:
+    auth = AuthService(engine, clock)
+    auth.bootstrap("Bootstr4p-pw")
+    service = AllocationService(engine, clock, auth)
+    service.owner = owner
+    return service
+
+
 def request(engine: sa.Engine, allocs: AllocationService, task_id: str, trial_id: int | None = None) -> str:
     with engine.begin() as conn:
         return allocs.request(conn, task_id=task_id, trial_id=trial_id, slots=1, priority=42,
