@@ -8,7 +8,7 @@ from ..errors import InvalidRequest
 from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from . import _serialize as ser
-from ._base import DetHandler
+from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 
 # allocation state -> taskv1State
 _TASK_STATE = {
@@ -34,6 +34,8 @@ def command_json(row: Any) -> dict[str, Any]:
 
 
 class CommandsHandler(DetHandler):
+    max_body = MAX_BODY
+    too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
     def get(self) -> None:

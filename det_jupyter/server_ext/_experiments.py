@@ -12,7 +12,7 @@ from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ..services.views import ExperimentView
 from . import _serialize as ser
-from ._base import DetHandler
+from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 
 _ACTIVE_ALIASES = {"QUEUED", "PULLING", "STARTING", "RUNNING"}
 
@@ -48,6 +48,8 @@ def job_summary(v: ExperimentView) -> dict[str, Any]:
 
 
 class ExperimentsHandler(DetHandler):
+    max_body = MAX_BODY
+    too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "POST": Perm.CREATE_EXPERIMENT}
 
     def get(self) -> None:

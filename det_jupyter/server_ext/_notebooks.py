@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import InvalidRequest
 from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
-from ._base import DetHandler
+from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._commands import command_json
 
 
@@ -108,6 +108,8 @@ def set_proxied_priority(handler: DetHandler, task_id: str, kind: str) -> Any:
 
 
 class NotebooksHandler(DetHandler):
+    max_body = MAX_BODY
+    too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
     def get(self) -> None:

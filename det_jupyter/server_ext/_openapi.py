@@ -17,9 +17,18 @@ from tornado import web, websocket
 
 from .. import __version__
 from ..services.authz import CLUSTER_ONLY, VIEW_OF, Perm
-from ._base import DetHandler
+from ._api import COMMON, REASONS, spec_of
+from ._base import DetHandler, implemented_verbs
 
 VERBS = ("get", "post", "put", "patch", "delete")
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+ERROR_SCHEMA = {
+    "type": "object", "required": ["error", "message", "code"],
+    "properties": {
+        "error": {"type": "object", "properties": {"error": {"type": "string"}, "message": {"type": "string"},
+                                                    "code": {"type": "integer"}}},
+        "message": {"type": "string"}, "code": {"type": "integer"}},
+}
 
 
 def _groups(pattern: str) -> list[tuple[int, int]]:
@@ -52,8 +61,10 @@ def path_template(pattern: str, names: list[str]) -> tuple[str, list[dict[str, A
         name = names[k] if k < len(names) else f"arg{k}"
         body = pattern[a + 1:b - 1]
         schema: dict[str, Any] = {"type": "string"}
-        if body == r"\d+":
-            schema = {"type": "integer"}
+        if body in (r"\d+", "[0-9]+"):
+            schema = {"type": "integer", "minimum": 0, "maximum": 2**62}
+        elif body == "-?[0-9]+":
+            schema = {"type": "integer", "minimum": -(2**62), "maximum": 2**62}
         elif re.fullmatch(r"[A-Za-z_\-]+(\|[A-Za-z_\-]+)+", body):
             schema = {"type": "string", "enum": body.split("|")}
         elif body not in ("[^/]+", "(.*)", ".*"):
@@ -66,8 +77,37 @@ def path_template(pattern: str, names: list[str]) -> tuple[str, list[dict[str, A
 
 
 def _verbs(handler: type) -> list[str]:
-    base = websocket.WebSocketHandler if issubclass(handler, websocket.WebSocketHandler) else web.RequestHandler
-    return [v for v in VERBS if getattr(handler, v, None) is not getattr(base, v, None)]
+    if issubclass(handler, websocket.WebSocketHandler):
+        base = websocket.WebSocketHandler
+        return [v for v in VERBS if getattr(handler, v, None) is not getattr(base, v, None)]
+    return [v for v in implemented_verbs(handler) if v in VERBS]
+
+
+def _json_response(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": description}
+    if schema is not None:
+        out["content"] = {"application/json": {"schema": schema}}
+    return out
+
+
+def _declared(handler: type, verb: str, op: dict[str, Any], *, authenticated: bool) -> None:
+    """Parameters, request body and statuses, from the verb's ``@api`` declaration."""
+    spec = spec_of(handler, verb)
+    if spec.query:
+        op["parameters"] = [{"name": q.name, "in": "query", "required": q.required, "schema": q.schema(),
+                             **({"style": "form", "explode": True} if q.many else {}),
+                             **({"description": q.description} if q.description else {})}
+                            for q in spec.query]
+    if spec.body is not None:
+        op["requestBody"] = {"required": spec.body_required,
+                             "content": {"application/json": {"schema": spec.body}}}
+    codes = set(COMMON) if authenticated else {400, 404}
+    codes |= set(spec.errors)
+    if spec.body is not None:
+        codes.add(413)
+    op["responses"] = {str(spec.ok): {"description": "success"}}
+    for code in sorted(codes):
+        op["responses"][str(code)] = _json_response(REASONS.get(code, "error"), ERROR_REF)
 
 
 def _arg_names(handler: type, verb: str) -> list[str]:
@@ -91,6 +131,7 @@ def operation(handler: type, verb: str) -> dict[str, Any]:
     if getattr(handler, "public", False):
         op["security"] = []
         op["x-det-public"] = True
+        _declared(handler, verb, op, authenticated=False)
         return op
     perm: Perm | None = getattr(handler, "permissions", {}).get(verb.upper())
     op["security"] = [{"bearer": []}] + ([{"allocationToken": []}] if getattr(handler, "allow_task", False) else [])
@@ -99,9 +140,7 @@ def operation(handler: type, verb: str) -> dict[str, Any]:
         op["x-det-scope"] = "cluster" if perm in CLUSTER_ONLY or perm is Perm.AUTHENTICATED else "workspace"
         if perm in VIEW_OF:
             op["x-det-view-permission"] = VIEW_OF[perm].value
-    for code, what in (("401", "no valid credentials"), ("403", "may see it, may not do this"),
-                       ("404", "not found, or not visible to the caller")):
-        op["responses"][code] = {"description": what}
+    _declared(handler, verb, op, authenticated=True)
     return op
 
 
@@ -131,7 +170,7 @@ def build(routes: list[tuple[str, Any]]) -> dict[str, Any]:
             "allocationToken": {"type": "apiKey", "in": "header", "name": "Grpc-Metadata-x-allocation-token"},
             "agentToken": {"type": "http", "scheme": "bearer"},
             "jupyterToken": {"type": "apiKey", "in": "header", "name": "Authorization"},
-        }},
+        }, "schemas": {"Error": ERROR_SCHEMA}},
     }
 
 

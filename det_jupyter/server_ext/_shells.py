@@ -26,7 +26,7 @@ from ..errors import DetError, NotFound
 from ..services._shells import PUBLIC_KEY, public_config, ssh_username
 from ..services.auth import User
 from ..services.authz import Perm
-from ._base import DetHandler
+from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._commands import command_json
 from ._notebooks import kill_proxied, launch_request, launch_warnings, listed, set_proxied_priority
 
@@ -64,6 +64,8 @@ def shell_json(row: Any, ready: bool, private_key: str | None) -> dict[str, Any]
 
 
 class ShellsHandler(DetHandler):
+    max_body = MAX_BODY
+    too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
     def get(self) -> None:

@@ -93,6 +93,7 @@ class TaskLogsHandler(DetHandler):
 
 
 class PostTaskLogsHandler(DetHandler):
+    max_body = 16 * 1024 * 1024
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
@@ -178,6 +179,7 @@ class RendezvousHandler(DetHandler):
 
 class AllGatherHandler(DetHandler):
     """Single-container tasks: all_gather of one participant returns its own data."""
+    max_body = 4 * 1024 * 1024
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
@@ -190,6 +192,7 @@ class AllGatherHandler(DetHandler):
 
 
 class CheckpointsHandler(DetHandler):
+    max_body = 16 * 1024 * 1024
     permissions = {"POST": Perm.UPDATE_EXPERIMENT, "PATCH": Perm.UPDATE_EXPERIMENT,
                    "DELETE": Perm.UPDATE_EXPERIMENT}
     allow_task = True

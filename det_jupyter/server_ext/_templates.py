@@ -79,6 +79,7 @@ def _body_template(handler: DetHandler, name: str) -> tuple[object, int | None]:
 
 
 class TemplatesHandler(DetHandler):
+    max_body = 4 * 1024 * 1024
     permissions = {"GET": Perm.VIEW_TEMPLATES}
 
     def get(self) -> None:
@@ -102,6 +103,7 @@ class TemplatesHandler(DetHandler):
 
 
 class TemplateHandler(DetHandler):
+    max_body = 4 * 1024 * 1024
     permissions = {"GET": Perm.VIEW_TEMPLATES, "POST": Perm.CREATE_TEMPLATES,
                    "PUT": Perm.CREATE_TEMPLATES, "PATCH": Perm.UPDATE_TEMPLATES,
                    "DELETE": Perm.DELETE_TEMPLATES}

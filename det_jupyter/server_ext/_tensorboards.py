@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import InvalidRequest
 from ..services import tensorboards
 from ..services.authz import Perm
-from ._base import DetHandler
+from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._notebooks import (
     kill_proxied,
     launch_request,
@@ -41,6 +41,8 @@ def _ids(body: dict[str, Any], key: str) -> list[Any]:
 
 
 class TensorboardsHandler(DetHandler):
+    max_body = MAX_BODY
+    too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
     def get(self) -> None:

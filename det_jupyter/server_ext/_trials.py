@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import InvalidRequest, NotFound
 from ..services._states import TERMINAL, State
 from ..services.authz import Perm
-from ..services.metrics import parse_report
+from ..services.metrics import parse_report, parse_reports
 from . import _serialize as ser
 from ._base import DetHandler
 
@@ -43,6 +43,7 @@ class TrialKillHandler(DetHandler):
 
 class TrialMetricsHandler(DetHandler):
     """``POST /api/v1/trials/{id}/metrics`` — one report, Determined's shape."""
+    max_body = 8 * 1024 * 1024
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
@@ -65,6 +66,7 @@ class TrialMetricsHandler(DetHandler):
 
 class TrialMetricsBatchHandler(DetHandler):
     """``POST /api/v1/trials/{id}/metrics/batch`` — our harness's many reports in one request."""
+    max_body = 8 * 1024 * 1024
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
@@ -74,11 +76,7 @@ class TrialMetricsBatchHandler(DetHandler):
         self.require_trial(tid)
         self.authorize_trial(tid)
         body = self.body_json()
-        reports = body.get("reports")
-        if not isinstance(reports, list):
-            raise InvalidRequest("reports must be a list")
-        now = time.time()
-        parsed = [parse_report(r, now) for r in reports]
+        parsed = parse_reports(body.get("reports"), time.time())
         self.master.report_metrics(tid, body.get("trialRunId"), parsed)
         self.send({"accepted": len(parsed)})
 

@@ -30,7 +30,7 @@ from . import (
 )
 from ._base import NotFoundHandler
 
-_ID = r"(\d+)"
+_ID = r"([0-9]+)"
 _TASK = r"([^/]+)"
 
 ROUTES: list[tuple[str, Any]] = [
@@ -141,7 +141,7 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/models/([^/]+)/(archive|unarchive)", _models.ModelArchiveHandler),
     (r"/api/v1/models/([^/]+)/move", _models.ModelMoveHandler),
     (r"/api/v1/models/([^/]+)/versions", _models.ModelVersionsHandler),
-    (r"/api/v1/models/([^/]+)/versions/(-?\d+)", _models.ModelVersionHandler),
+    (r"/api/v1/models/([^/]+)/versions/(-?[0-9]+)", _models.ModelVersionHandler),
     (r"/api/v1/model/labels", _models.ModelLabelsHandler),
     (r"/api/v1/checkpoints/rm", _models.CheckpointsRemoveHandler),
     (r"/api/v1/.*", NotFoundHandler),

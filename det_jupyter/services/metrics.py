@@ -46,6 +46,20 @@ class Ingested(NamedTuple):
 
 
 MAX_STEPS = 2**31 - 1  # the steps column is a 32-bit integer on PostgreSQL
+#: What one request may carry: reports per batch, metrics per report, a metric name's length.
+MAX_REPORTS = 1000
+MAX_METRICS = 10_000
+MAX_METRIC_NAME = 256
+
+
+def parse_reports(items: object, default_time: float) -> list[Report]:
+    """A batch of reports (``parse_report`` each), at most ``MAX_REPORTS``."""
+    if not isinstance(items, list):
+        raise InvalidRequest("reports must be a list")
+    if len(items) > MAX_REPORTS:
+        raise InvalidRequest(f"a batch holds at most {MAX_REPORTS} reports, got {len(items)}: "
+                             "send the rest in another request")
+    return [parse_report(r, default_time) for r in items]
 
 
 def parse_report(body: dict, default_time: float) -> Report:
@@ -68,6 +82,12 @@ def parse_report(body: dict, default_time: float) -> Report:
         raise InvalidRequest(f"stepsCompleted must be between 0 and {MAX_STEPS}, got {steps}")
     if not isinstance(metrics, dict):
         raise InvalidRequest("metrics must be an object of metric names to values")
+    if len(metrics) > MAX_METRICS:
+        raise InvalidRequest(f"a report holds at most {MAX_METRICS} metrics, got {len(metrics)}")
+    for name in metrics:
+        if not name or len(name) > MAX_METRIC_NAME:
+            raise InvalidRequest(f"metric names must be 1 to {MAX_METRIC_NAME} characters long, "
+                                 f"got one of {len(name)}")
     return Report(group, steps, metrics, default_time)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import time
 from typing import Any
@@ -48,7 +50,7 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
     if url.startswith("sqlite"):
         _private_sqlite_files(sa.engine.make_url(url).database)
         engine = sa.create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
+            url, connect_args={"check_same_thread": False, "timeout": 30}, json_serializer=store_json, **kwargs
         )
 
         @sa.event.listens_for(engine, "connect")
@@ -70,7 +72,7 @@ def make_engine(url: str, **kwargs: Any) -> sa.Engine:
             conn.connection.driver_connection.execute("BEGIN" if read else "BEGIN IMMEDIATE")
 
         return engine
-    engine = sa.create_engine(url, **{"pool_size": 10, "max_overflow": 20, **kwargs})
+    engine = sa.create_engine(url, **{"pool_size": 10, "max_overflow": 20, "json_serializer": store_json, **kwargs})
     own_commit_mode = "synchronous_commit" in url
 
     @sa.event.listens_for(engine, "connect")
@@ -140,3 +142,24 @@ def reader(engine: sa.Engine) -> sa.Engine:
     if engine.dialect.name == "postgresql":
         return engine.execution_options(**{_NO_TRANSACTION: True})
     return engine.execution_options(**{_READ_ONLY: True})
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def store_json(value: Any) -> str:
+    """JSON columns' serializer: strict JSON, with a NaN or an infinity (a config's ``.inf``, a
+    metadata value) stored as the strings Determined's API uses ("NaN", "Infinity",
+    "-Infinity"), since PostgreSQL's json type refuses the bare tokens and a row that cannot be
+    written, or read back by another client, must not come from a request."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)

@@ -46,10 +46,11 @@ def test_only_the_allowlisted_routes_are_public() -> None:
 
 
 def test_path_templates() -> None:
-    path, params = path_template(r"/api/v1/experiments/(\d+)/(activate|pause)", ["exp_id", "verb"])
+    path, params = path_template(r"/api/v1/experiments/([0-9]+)/(activate|pause)", ["exp_id", "verb"])
     assert path == "/api/v1/experiments/{exp_id}/{verb}"
     assert params == [
-        {"name": "exp_id", "in": "path", "required": True, "schema": {"type": "integer"}},
+        {"name": "exp_id", "in": "path", "required": True,
+         "schema": {"type": "integer", "minimum": 0, "maximum": 2**62}},
         {"name": "verb", "in": "path", "required": True,
          "schema": {"type": "string", "enum": ["activate", "pause"]}},
     ]
