@@ -25,6 +25,18 @@ def parse_time(value: Any, default: float) -> float:
     return default
 
 
+def storable_text(text: str) -> str:
+    """What a task printed, as text every store holds: a NUL (which PostgreSQL's text refuses)
+    or a lone surrogate (which no UTF-8 store can write) becomes U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
+
+
 class LogService:
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
@@ -104,6 +116,8 @@ class LogService:
     def _insert(self, rows: list[dict]) -> None:
         if not rows:
             return
+        for row in rows:
+            row["log"] = storable_text(row["log"])
         with self._engine.begin() as conn:
             conn.execute(sa.insert(t.task_logs), rows)
         self._changed.set()

@@ -147,3 +147,11 @@ def test_a_new_container_stores_its_first_batch_and_still_drops_replays(logs: Lo
     assert append(logs, lines(range(0, 4))) == 4
     assert append(logs, lines(range(2, 6))) == 2
     assert [r.seq for r in logs.query(task_id=TASK)] == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_nul_or_a_lone_surrogate_a_task_printed_is_stored_as_a_replacement(logs: LogService) -> None:
+    """PostgreSQL's text refuses NUL and no UTF-8 store writes a lone surrogate: the line is
+    kept, with U+FFFD in their place, instead of failing the whole batch."""
+    assert append(logs, [{"seq": 0, "log": "a\x00b\udc80c\n", "stdtype": "stdout"}]) == 1
+    logs.append_shipped(TASK, ALLOC, TRIAL, [{"log": "d\x00e\n"}])
+    assert texts(logs.query(task_id=TASK)) == ["a\ufffdb\ufffdc\n", "d\ufffde\n"]
