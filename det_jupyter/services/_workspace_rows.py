@@ -12,12 +12,12 @@ import sqlalchemy as sa
 
 from ..errors import InvalidRequest
 from ..store import tables as t
+from . import _names
 from ._states import State
 
 MAX_NAME = 80  # characters in a workspace or project name (Determined's limit)
 MAX_KEY = 5  # characters in a project key
 _KEY = re.compile(r"[A-Za-z0-9]{1,5}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -55,17 +55,11 @@ class ProjectRecord:
 # -- pure rules ---------------------------------------------------------------------------
 
 def check_name(value: Any, what: str) -> str:
-    """A workspace or project name, trimmed; InvalidRequest naming the rule it breaks."""
-    if not isinstance(value, str):
-        raise InvalidRequest(f"the {what} name must be a string")
-    name = value.strip()
-    if not name:
-        raise InvalidRequest(f"the {what} name must not be empty")
-    if len(name) > MAX_NAME:
-        raise InvalidRequest(f"the {what} name is {len(name)} characters long; at most {MAX_NAME} are allowed")
-    if _CONTROL.search(name):
-        raise InvalidRequest(f"the {what} name must not contain control characters (newlines, tabs, ...)")
-    return name
+    """A workspace or project name, with surrounding spaces trimmed (U+0020 only: a tab or
+    newline is refused, not trimmed); InvalidRequest naming the rule it breaks
+    (``_names.check_name``'s rules, at most ``MAX_NAME`` characters)."""
+    return _names.check_name(f"{what} name", value.strip(" ") if isinstance(value, str) else value,
+                             max_len=MAX_NAME)
 
 
 def check_key(value: Any) -> str:

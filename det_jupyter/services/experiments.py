@@ -22,12 +22,14 @@ from .. import searcher as search
 from ..errors import Conflict, InvalidConfig, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
+from . import _names
 from ._clock import Clock
 from ._searcher_log import SearcherEvent, SearcherLog
 from ._states import STOPPING, STOPPING_END, TERMINAL, State, can_transition
 from .auth import User
 
 log = logging.getLogger("det_jupyter")
+_MAX_EXPERIMENT_NAME = 512  # characters a PATCH may set (a one-line name, not a paragraph)
 
 
 class ExperimentService:
@@ -135,18 +137,18 @@ class ExperimentService:
     def patch(self, user: User, exp_id: int, **fields: Any) -> None:
         """Change the experiment's name, description, notes or labels. Who may is the
         caller's check (UPDATE_EXPERIMENT_METADATA on its workspace)."""
-        self.get(exp_id)
+        row = self.get(exp_id)
         values: dict[str, Any] = {}
-        for key in ("name", "description", "notes"):
+        for key in ("description", "notes"):
             if key in fields:
-                if not isinstance(fields[key], str) or (key == "name" and not fields[key].strip()):
-                    raise InvalidRequest(f"{key} must be a {'non-empty ' if key == 'name' else ''}string")
+                if not isinstance(fields[key], str):
+                    raise InvalidRequest(f"{key} must be a string")
                 values[key] = fields[key]
+        if "name" in fields:  # shown on one line everywhere: no control or invisible characters
+            values["name"] = fields["name"] if fields["name"] == row.name else _names.check_text(
+                "experiment name", fields["name"], max_len=_MAX_EXPERIMENT_NAME, empty=False)
         if "labels" in fields:
-            labels = fields["labels"]
-            if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-                raise InvalidRequest("labels must be a list of strings")
-            values["labels"] = labels
+            values["labels"] = _names.check_labels(fields["labels"], stored=row.labels or ())
         if values:
             with self._engine.begin() as conn:
                 conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(**values))

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
+from . import _names
 from .auth import User, user_of_row
 from .rbac import RbacService
 
@@ -29,12 +30,8 @@ class Group:
 
 
 def check_group_name(name: object) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidRequest("the group name must be a non-empty string")
-    if len(name) > MAX_NAME:
-        raise InvalidRequest(f"the group name is {len(name)} characters long; at most {MAX_NAME} "
-                             "are allowed")
-    return name
+    """A group name by ``_names.check_name``'s rules, at most ``MAX_NAME`` characters."""
+    return _names.check_name("group name", name, max_len=MAX_NAME)
 
 
 def user_ids(value: object, what: str) -> tuple[int, ...]:

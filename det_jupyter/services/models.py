@@ -18,9 +18,11 @@ import sqlalchemy as sa
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
+from . import _names
 from ._clock import Clock
 
 UNCATEGORIZED = 1
+MAX_NAME = 255  # characters in a model or version name
 _SORT = {"SORT_BY_NAME": "name", "SORT_BY_DESCRIPTION": "description",
          "SORT_BY_CREATION_TIME": "created_at", "SORT_BY_LAST_UPDATED_TIME": "updated_at",
          "SORT_BY_NUM_VERSIONS": "num_versions", "SORT_BY_WORKSPACE": "workspace_name",
@@ -65,17 +67,19 @@ class VersionRecord:
 # -- validation (pure) -------------------------------------------------------------------
 
 def check_name(name: Any, what: str = "model name") -> str:
-    """A model name: non-blank, at most 255 characters, no '/', not all digits."""
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidRequest(f"{what} must be a non-empty string")
-    if len(name) > 255:
-        raise InvalidRequest(f"{what} is longer than 255 characters")
-    if "/" in name:
-        raise InvalidRequest(f"{what} {name!r} contains '/'; choose a name without slashes")
+    """A model name: ``_names.check_name``'s rules (no '/', no control or invisible
+    characters…), at most ``MAX_NAME`` characters, not all digits."""
+    name = _names.check_name(what, name, max_len=MAX_NAME)
     if name.isdigit():
-        raise InvalidRequest(f"{what} {name!r} is all digits, which would read as a model id; "
+        raise InvalidRequest(f"the {what} {name!r} is all digits, which would read as a model id; "
                              "add a letter")
     return name
+
+
+def check_version_name(name: Any) -> str:
+    """A version's name: empty (no name), or a name by ``_names.check_name``'s rules (digits
+    alone are fine: versions are looked up by number, never by name)."""
+    return "" if name == "" else _names.check_name("model version name", name, max_len=MAX_NAME)
 
 
 def check_fields(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -86,15 +90,26 @@ def check_fields(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, An
         if value is None:
             continue
         if key == "labels":
-            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-                raise InvalidRequest("labels must be a list of strings")
-            value = list(dict.fromkeys(value))
+            value = _names.check_labels(value)
         elif key == "metadata":
             if not isinstance(value, dict):
                 raise InvalidRequest("metadata must be a JSON object")
         elif not isinstance(value, str):
             raise InvalidRequest(f"{key} must be a string")
         out[key] = value
+    return out
+
+
+def check_values(fields: dict[str, Any], *, version: bool = False,
+                 stored: ModelRecord | VersionRecord | None = None) -> dict[str, Any]:
+    """``fields`` with the name and labels checked, as create, update and register store
+    them (``version``: a version's, which may be unnamed). What ``stored`` (the object being
+    changed) already has passes as it is: names are checked when they are set, not after."""
+    out = dict(fields)
+    if "labels" in out:
+        out["labels"] = _names.check_labels(out["labels"], stored=stored.labels if stored else ())
+    if "name" in out and not (stored is not None and out["name"] == stored.name):
+        out["name"] = check_version_name(out["name"]) if version else check_name(out["name"])
     return out
 
 
@@ -162,6 +177,7 @@ class ModelService:
 
     def create(self, user_id: int, name: Any, workspace_id: int, fields: dict[str, Any]) -> ModelRecord:
         name = check_name(name)
+        fields = check_values(fields)
         now = self._clock.now()
         with self._engine.begin() as conn:
             self._check_workspace_open(conn, workspace_id)
@@ -217,11 +233,10 @@ class ModelService:
 
     def update(self, model: ModelRecord, fields: dict[str, Any]) -> ModelRecord:
         """Change name, description, labels, metadata or notes (``v1PatchModel``)."""
-        values = {("meta" if k == "metadata" else k): v for k, v in fields.items()}
+        values = {("meta" if k == "metadata" else k): v
+                  for k, v in check_values(fields, stored=model).items()}
         if not values:
             return model
-        if "name" in values:
-            values["name"] = check_name(values["name"])
         with self._engine.begin() as conn:
             if values.get("name", model.name) != model.name and conn.execute(
                     sa.select(t.models.c.id).where(t.models.c.name == values["name"])).first():
@@ -272,6 +287,7 @@ class ModelService:
         """Make the checkpoint the model's next version; 409 unless it is COMPLETED and the
         model is not archived."""
         ck, mv = t.checkpoints.c, t.model_versions.c
+        fields = check_values(fields, version=True)
         now = self._clock.now()
         with self._engine.begin() as conn:
             # Lock the model (numbers versions one at a time) and the checkpoint (a concurrent
@@ -333,8 +349,9 @@ class ModelService:
 
     def update_version(self, model: ModelRecord, number: int, fields: dict[str, Any]) -> VersionRecord:
         """Change a version's name, comment, labels, metadata or notes."""
-        self.version(model, number)
-        values = {("meta" if k == "metadata" else k): v for k, v in fields.items()}
+        current = self.version(model, number)
+        values = {("meta" if k == "metadata" else k): v
+                  for k, v in check_values(fields, version=True, stored=current).items()}
         if values:
             with self._engine.begin() as conn:
                 conn.execute(sa.update(t.model_versions).where(

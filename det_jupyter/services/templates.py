@@ -19,6 +19,7 @@ from ..config._merge import check_template_config, merge_template
 from ..errors import Conflict, InvalidConfig, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
+from . import _names
 
 MAX_NAME = 255
 
@@ -35,16 +36,9 @@ class Template:
 
 
 def check_name(name: object) -> str:
-    """A usable template name, or InvalidRequest saying what is wrong with it."""
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidRequest("a template needs a name (a non-empty string)")
-    if name != name.strip():
-        raise InvalidRequest(f"template name {name!r} starts or ends with spaces; remove them")
-    if len(name) > MAX_NAME:
-        raise InvalidRequest(f"template name is {len(name)} characters; at most {MAX_NAME} are allowed")
-    if "/" in name:
-        raise InvalidRequest(f"template name {name!r} contains '/'; names are used in URLs, pick one without it")
-    return name
+    """A usable template name (``_names.check_name``'s rules: no '/', it goes in URLs), or
+    InvalidRequest saying what is wrong with it."""
+    return _names.check_name("template name", name, max_len=MAX_NAME)
 
 
 def check_config(config: object) -> dict[str, Any]:
@@ -132,7 +126,7 @@ class TemplateService:
         return self.get(name)
 
     def rename(self, old: str, new: str) -> Template:
-        check_name(new)
+        new = check_name(new)
         if new == old:
             return self.get(old)
         try:

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from ..errors import Conflict, Forbidden, InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
+from . import _names
 from ._clock import Clock
 from .auth import (
     AgentUserGroup,
@@ -81,12 +82,13 @@ def check_password(password: object) -> str:
 
 
 def check_username(name: object) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidRequest("username must be a non-empty string")
-    if len(name) > MAX_NAME:
-        raise InvalidRequest(f"username is {len(name)} characters long; at most {MAX_NAME} are allowed")
-    if any(c.isspace() or c == "/" or not c.isprintable() for c in name):
-        raise InvalidRequest(f"username {name!r} may not contain spaces, '/' or control characters")
+    """A username: ``_names.check_name``'s rules, and no whitespace at all (it is typed on
+    command lines and in ``det -u``), at most ``MAX_NAME`` characters."""
+    name = _names.check_name("username", name, max_len=MAX_NAME)
+    space = next((c for c in name if c.isspace()), None)
+    if space is not None:
+        raise InvalidRequest(f"the username {_names.visible(name)!r} contains "
+                             f"{_names.describe(space)}; usernames have no spaces")
     return name
 
 
@@ -138,11 +140,9 @@ def set_link(conn: sa.Connection, user_id: int, link: AgentUserGroup | None) -> 
 
 
 def check_display_name(name: object) -> str:
-    if not isinstance(name, str):
-        raise InvalidRequest("displayName must be a string")
-    if len(name) > MAX_NAME:
-        raise InvalidRequest(f"displayName is {len(name)} characters long; at most {MAX_NAME} are allowed")
-    return name
+    """A display name: free text on one line (spaces and '/' allowed, not control or
+    invisible characters), at most ``MAX_NAME`` characters; "" clears it."""
+    return _names.check_text("displayName", name, max_len=MAX_NAME)
 
 
 def stored_password(password: object, is_hashed: bool) -> str:

@@ -236,7 +236,8 @@ class WorkspaceService:
             row = self._mutable_project(conn, project_id, "edit")
             if row.archived:
                 raise Conflict(f"project {row.name!r} is archived; unarchive it before editing it")
-            if name is not None and (name := check_name(name, "project")) != row.name:
+            # The name it has passes unchecked: names are checked when set, not after.
+            if name is not None and name != row.name and (name := check_name(name, "project")) != row.name:
                 self._unique_project_name(conn, row.workspace_id, name)
                 values["name"] = name
             if key is not None and check_key(key) != row.key:

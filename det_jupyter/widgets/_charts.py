@@ -1,4 +1,8 @@
-"""Plotly ``FigureWidget`` updates that send only what changed, in one message per figure."""
+"""Plotly ``FigureWidget`` updates that send only what changed, in one message per figure.
+
+Titles, trace names and axis labels go through ``plot_text``: plotly reads them as its own
+small HTML, and metric and hyperparameter names come from the user's code.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,16 @@ from typing import Any
 import ipywidgets as w
 import plotly.graph_objects as go
 
+from det_jupyter.services._names import visible
+
+from ._views import plot_text
+
 
 def line_figure(title: str, xlabel: str = "batches", height: int = 300) -> go.FigureWidget:
     """A line chart. No width: plotly's default (700 px), as a ``FigureWidget`` does not
     follow its container's width; put two side by side in ``chart_row`` so they wrap."""
     fig = go.FigureWidget()
-    fig.update_layout(title=title, height=height, margin={"l": 50, "r": 20, "t": 40, "b": 40},
+    fig.update_layout(title=plot_text(title), height=height, margin={"l": 50, "r": 20, "t": 40, "b": 40},
                       xaxis_title=xlabel, legend_title_text="trial")
     return fig
 
@@ -22,7 +30,7 @@ def parcoords_figure(title: str, height: int = 340) -> go.FigureWidget:
     """An empty figure for ``parcoords``: the title at the very top of a top margin tall
     enough for the axis labels and range ticks that plotly draws above the axes."""
     fig = go.FigureWidget()
-    fig.update_layout(title={"text": title, "y": 1, "yref": "container", "yanchor": "top",
+    fig.update_layout(title={"text": plot_text(title), "y": 1, "yref": "container", "yanchor": "top",
                              "pad": {"t": 8}},
                       height=height, margin={"l": 60, "r": 40, "t": 100, "b": 30})
     return fig
@@ -39,7 +47,9 @@ def sync_lines(fig: go.FigureWidget, series: Mapping[str, Mapping[str, list[Any]
     """Make ``fig``'s traces exactly ``series`` (``{name: {"x": [...], "y": [...]}}``):
     existing traces are updated in place (one batched message), new ones added, gone ones
     removed. A trace whose points did not change is not touched. With no series, ``empty``
-    (if given) is written across the axes, so they do not look like a failed update."""
+    (if given) is written across the axes, so they do not look like a failed update. Trace
+    names are ``plot_text(name)`` (the same for a plain name)."""
+    series = {plot_text(name): s for name, s in series.items()}
     names = list(series)
     current = [t.name for t in fig.data]
     if any(n not in series for n in current):
@@ -54,7 +64,7 @@ def sync_lines(fig: go.FigureWidget, series: Mapping[str, Mapping[str, list[Any]
         if name not in current:
             s = series[name]
             fig.add_scatter(x=list(s["x"]), y=list(s["y"]), name=name, mode=mode)
-    note = empty if not series else ""
+    note = plot_text(empty) if not series else ""
     if [a.text for a in fig.layout.annotations] != ([note] if note else []):
         fig.layout.annotations = [_note(note)] if note else []
 
@@ -69,10 +79,11 @@ def parcoords(fig: go.FigureWidget, coords: Mapping[str, Any]) -> None:
     metric (trials with no metric yet in grey)."""
     dims = []
     for d in coords["dimensions"]:
-        dim = {"label": d["label"], "values": [v if v is not None else float("nan")
+        dim = {"label": plot_text(d["label"]), "values": [v if v is not None else float("nan")
                                                for v in d["values"]]}
         if "ticktext" in d:
-            dim.update(tickvals=d["tickvals"], ticktext=d["ticktext"])
+            # plotly shows tick text as plain text (no markup to escape), so only made visible
+            dim.update(tickvals=d["tickvals"], ticktext=[visible(str(x)) for x in d["ticktext"]])
         dims.append(dim)
     color = [c if isinstance(c, (int, float)) else float("nan") for c in coords["color"]]
     known = {c for c in coords["color"] if isinstance(c, (int, float))}

@@ -8,6 +8,7 @@ from typing import Any
 import ipywidgets as w
 
 from det_jupyter.client import Determined, NotFound
+from det_jupyter.services._names import visible
 
 from . import _views as v
 from ._base import LiveWidget, session
@@ -60,7 +61,8 @@ class JobQueueWidget(LiveWidget):
              "Why waiting"],
             [[r["position"], r["job_id"], r["type"], r["name"], r["state"], r["jobs_ahead"],
               r["priority"], r["weight"], r["slots"], r["user"], r["wait_reason"]] for r in rows])
-        options = [(f"#{r['position']} {r['name']} ({r['job_id']})", r["job_id"]) for r in rows]
+        options = [(visible(f"#{r['position']} {v.fmt(r['name'])} ({r['job_id']})"), r["job_id"])
+                   for r in rows]
         if options != list(self.job.options):
             keep = self.job.value
             self.job.options = options
@@ -92,8 +94,9 @@ class ClusterWidget(LiveWidget):
 
     def _render(self, agents: list[dict[str, Any]]) -> None:
         s = v.cluster_summary(agents)
-        self.summary.value = (f"<b>{s['agents']}</b> agent(s) · <b>{s['slots']}</b> slot(s) · "
-                              f"{s['busy']} busy · {s['disabled']} disabled")
+        h = v.html_text
+        self.summary.value = (f"<b>{h(s['agents'])}</b> agent(s) · <b>{h(s['slots'])}</b> slot(s) · "
+                              f"{h(s['busy'])} busy · {h(s['disabled'])} disabled")
         self.table.value = v.html_table(
             ["Agent", "Pool", "Slot", "Type", "Device", "Enabled", "Busy", "GPU %", "Memory"],
             [list(r.values()) for r in v.slot_rows(agents)])

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import ipywidgets as w
 
 from det_jupyter.client import Determined
+from det_jupyter.services._names import visible
 
 from . import _views as v
 from ._base import DEFAULT_INTERVAL, LiveWidget, enable_actions, verb_buttons
@@ -62,7 +62,7 @@ class ExperimentsWidget(LiveWidget):
             ["ID", "Name", "Owner", "State", "Progress", "Trials", "Best", "Start"],
             [[r["id"], r["name"], r["owner"], r["state"], v.progress_text(r["progress"]),
               r["trials"], r["best"], r["start"]] for r in rows])
-        options = [(f"{r['id']} {r['name']}", r["id"]) for r in rows]
+        options = [(f"{r['id']} {visible(r['name'])}", r["id"]) for r in rows]
         if options != list(self.selected.options):
             keep = self.selected.value
             self.selected.options = options
@@ -132,12 +132,13 @@ class ExperimentWidget(LiveWidget):
         smaller = bool(searcher.get("smaller_is_better", True))
         best = v.best_trial(data["trials"], smaller)
         row = v.experiment_row(e)
-        best_text = (f"best trial {best['id']}: {searcher.get('metric')} = {v.fmt(best['value'])}"
-                     f" {html.escape(v.fmt(best['hparams']))}" if best else "no validation yet")
+        h = v.html_text  # everything from the master is text, never markup
+        best_text = (f"best trial {h(best['id'])}: {h(searcher.get('metric'))} = {h(best['value'])}"
+                     f" {h(best['hparams'])}" if best else "no validation yet")
         self.header.value = (
-            f"<b>Experiment {row['id']}</b> {html.escape(row['name'])} — <b>{row['state']}</b>"
-            f" · progress {v.progress_text(row['progress'])} · {row['trials']} trial(s) · "
-            f"{html.escape(searcher.get('name') or '')} · {best_text}")
+            f"<b>Experiment {h(row['id'])}</b> {h(row['name'])} — <b>{h(row['state'])}</b>"
+            f" · progress {h(v.progress_text(row['progress']))} · {h(row['trials'])} trial(s) · "
+            f"{h(searcher.get('name'))} · {best_text}")
         enable_actions(self.buttons, row["actions"])
         self._curves = v.curves(data["metrics"])
         # New options make a Dropdown jump to its first one: drawing at each such step would
@@ -176,7 +177,7 @@ class ExperimentWidget(LiveWidget):
         for fig, dd, group in ((self.train_fig, self.train_metric, "training"),
                                (self.val_fig, self.val_metric, "validation")):
             per_trial = self._curves[group].get(dd.value) or {}
-            fig.layout.yaxis.title = dd.value or ""
+            fig.layout.yaxis.title = v.plot_text(dd.value or "")
             sync_lines(fig, {f"trial {tid}": pts for tid, pts in per_trial.items()},
                        mode="lines" if group == "training" else "lines+markers",
                        empty=f"no {group} metrics yet")

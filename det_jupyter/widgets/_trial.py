@@ -49,10 +49,11 @@ class TrialWidget(LiveWidget):
     def _render(self, data: Any) -> None:
         t = data["trial"]
         row = v.trial_rows([t])[0]
+        h = v.html_text  # everything from the master is text, never markup
         self.header.value = (
-            f"<b>Trial {row['id']}</b> of experiment {t.get('experimentId')} — "
-            f"<b>{row['state']}</b> · {row['batches']} batches · metric {v.fmt(row['metric'])}"
-            f" · restarts {row['restarts']} · {html.escape(row['hparams'])}")
+            f"<b>Trial {h(row['id'])}</b> of experiment {h(t.get('experimentId'))} — "
+            f"<b>{h(row['state'])}</b> · {h(row['batches'])} batches · metric {h(row['metric'])}"
+            f" · restarts {h(row['restarts'])} · {h(row['hparams'])}")
         curves = v.curves({self.trial_id: {"training": data["training"],
                                            "validation": data["validation"]}})
         series = {f"{group}.{name}": per[self.trial_id]

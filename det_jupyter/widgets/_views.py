@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from det_jupyter.services._names import visible
+
 TERMINAL = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 _RUNNING_LIKE = frozenset({"ACTIVE", "QUEUED", "STARTING", "RUNNING", "PULLING"})
 EXPERIMENT_COLUMNS = ("id", "name", "owner", "state", "progress", "trials", "best", "start")
@@ -395,18 +397,33 @@ def registry_message(models_response: Mapping[str, Any] | None) -> str:
     return f"{n} model{'s' if n != 1 else ''} registered"
 
 
-# -- HTML ------------------------------------------------------------------------------------
+# -- HTML and plotly text -------------------------------------------------------------------
+
+def html_text(value: Any) -> str:
+    """``value`` as HTML text: ``fmt``, control and invisible characters made visible
+    (``\u202e``: a name cannot re-order what is shown), then ``html.escape`` (a name cannot
+    be markup). Everything from the master goes into a widget's HTML through this."""
+    return html.escape(visible(fmt(value)))
+
+
+def plot_text(value: Any) -> str:
+    """``value`` for a plotly title, trace name or axis label. Plotly reads those as its own
+    small HTML (``<b>``, ``<br>``, ``<a href>``) and decodes ``&lt;``, ``&gt;``, ``&amp;`` but
+    not ``&quot;``: so only ``&``, ``<`` and ``>`` are escaped, which is enough — without a
+    ``<`` there is no tag. (Not for ``ticktext``: plotly shows that as plain text.)"""
+    return html.escape(visible(fmt(value)), quote=False)
+
 
 def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """An escaped HTML table (the widgets' tables), numbers right-aligned."""
-    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{html.escape(h)}</th>"
+    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{html_text(h)}</th>"
                    for h in headers)
     body = []
     for row in rows:
         cells = []
         for v in row:
             align = "right" if isinstance(v, (int, float)) and not isinstance(v, bool) else "left"
-            cells.append(f"<td style='text-align:{align};padding:2px 8px'>{html.escape(fmt(v))}</td>")
+            cells.append(f"<td style='text-align:{align};padding:2px 8px'>{html_text(v)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return ("<table class='det-jupyter-table' style='border-collapse:collapse'>"
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")

@@ -52,6 +52,31 @@ export interface TaskRow {
 /** Task states after which a notebook or TensorBoard is gone (its proxy no longer answers). */
 const ENDED_TASK_STATES = new Set(['TERMINATED', 'COMPLETED', 'CANCELED', 'ERROR', 'DELETED']);
 
+/** Control and invisible characters: bidi overrides and isolates, zero-width characters, line separators… */
+const UNSAFE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]/gu;
+const SHORT_ESCAPES: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
+
+function escapeChar(ch: string): string {
+  if (ch in SHORT_ESCAPES) {
+    return SHORT_ESCAPES[ch];
+  }
+  const n = ch.codePointAt(0) ?? 0;
+  const hex = n.toString(16);
+  if (n < 0x100) {
+    return `\\x${hex.padStart(2, '0')}`;
+  }
+  return n < 0x10000 ? `\\u${hex.padStart(4, '0')}` : `\\U${hex.padStart(8, '0')}`;
+}
+
+/**
+ * `text` with every control or invisible character written as an escape (`\u202e`), as the det
+ * CLI shows it: a name from the master cannot re-order or hide what the sidebar shows. (The
+ * sidebar sets text with `textContent` only, so markup in a name is shown as typed.)
+ */
+export function visible(text: string): string {
+  return text.replace(UNSAFE, escapeChar);
+}
+
 /** `STATE_RUNNING` → `RUNNING`, `TYPE_EXPERIMENT` → `EXPERIMENT`. */
 export function stripPrefix(value: unknown, prefix: string): string {
   const s = typeof value === 'string' ? value : '';
@@ -81,11 +106,11 @@ export function experimentRows(body: any): ExperimentRow[] {
   return list
     .map(e => ({
       id: Number(e.id),
-      name: String(e.name ?? ''),
+      name: visible(String(e.name ?? '')),
       state: stripPrefix(e.state, 'STATE_'),
       progress: percent(e.progress),
       best: metric(e.bestTrialSearcherMetric),
-      metric: String(e.searcherMetric ?? '')
+      metric: visible(String(e.searcherMetric ?? ''))
     }))
     .sort((a, b) => b.id - a.id);
 }
@@ -100,16 +125,16 @@ export function jobRows(body: any): JobRow[] {
     const ahead = j.summary?.jobsAhead;
     let wait = '';
     if (j.waitReason) {
-      wait = String(j.waitReason);
+      wait = visible(String(j.waitReason));
     } else if (typeof ahead === 'number' && ahead > 0) {
       wait = `${ahead} job${ahead === 1 ? '' : 's'} ahead`;
     }
     return {
       position: i + 1,
-      name: String(j.name ?? j.jobId ?? ''),
+      name: visible(String(j.name ?? j.jobId ?? '')),
       kind: stripPrefix(j.type, 'TYPE_'),
       state: stripPrefix(j.summary?.state, 'STATE_'),
-      pool: String(j.resourcePool ?? ''),
+      pool: visible(String(j.resourcePool ?? '')),
       slots: `${allocated}/${requested}`,
       wait
     };
@@ -121,8 +146,8 @@ export function clusterView(body: any): ClusterView {
   const agents = list.map(a => {
     const slots: any[] = Object.values(a.slots ?? {});
     return {
-      id: String(a.id),
-      pool: String((a.resourcePools ?? [])[0] ?? ''),
+      id: visible(String(a.id)),
+      pool: visible(String((a.resourcePools ?? [])[0] ?? '')),
       used: slots.filter(s => s && s.container).length,
       total: slots.length,
       enabled: a.enabled !== false
@@ -150,11 +175,12 @@ function taskList(body: any, key: string, kind: TaskKind): (TaskRow & { start: s
       return {
         id: t.id,
         kind,
-        description: String(t.description ?? ''),
+        description: visible(String(t.description ?? '')),
         state: stripPrefix(t.state, 'STATE_'),
         owner: String(t.username ?? ''),
-        title:
-          `${kind} ${t.id}` + ids('experiments', t.experimentIds) + ids('trials', t.trialIds),
+        title: visible(
+          `${kind} ${t.id}` + ids('experiments', t.experimentIds) + ids('trials', t.trialIds)
+        ),
         start: String(t.startTime ?? '')
       };
     })

@@ -84,3 +84,19 @@ def test_task_links(tmp_path: Path) -> None:
             "http://h:1/proxy/nb-1/lab?det_ticket=t"
     assert call(tmp_path, "taskPath", "tensorboard", "tb-1") == "api/v1/tensorboards/tb-1"
     assert call(tmp_path, "taskPath", "notebook", "nb-1") == "api/v1/notebooks/nb-1"
+
+
+def test_names_show_invisible_characters_as_escapes(tmp_path: Path) -> None:
+    # The sidebar sets text with textContent (markup shows as typed); bidi overrides, zero-width
+    # and control characters in a name are written as escapes, as the det CLI shows them.
+    assert call(tmp_path, "visible", "a\u202eb\0<svg onload=x>\U000e0001 Équipe 模型") == \
+        "a\\u202eb\\0<svg onload=x>\\U000e0001 Équipe 模型"
+    rows = call(tmp_path, "experimentRows", {"experiments": [
+        {"id": 1, "name": "gpj.\u202eexe", "searcherMetric": "lo\u200bss"}]})
+    assert (rows[0]["name"], rows[0]["metric"]) == ("gpj.\\u202eexe", "lo\\u200bss")
+    jobs = call(tmp_path, "jobRows", {"jobs": [{"name": "j\x1b[2J", "resourcePool": "p\u2066",
+                                                "waitReason": "w\n"}]})
+    assert (jobs[0]["name"], jobs[0]["pool"], jobs[0]["wait"]) == ("j\\x1b[2J", "p\\u2066", "w\\n")
+    tasks = call(tmp_path, "taskRows", {"notebooks": [
+        {"id": "nb-1", "description": "d\u202e", "state": "STATE_RUNNING"}]}, None, None)
+    assert tasks[0]["description"] == "d\\u202e"

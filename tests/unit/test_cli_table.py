@@ -36,6 +36,27 @@ def test_cells(value: object, shown: str) -> None:
     assert cell(value) == shown
 
 
+@pytest.mark.parametrize(("value", "shown"), [
+    ("gpj.\u202eexe", "gpj.\\u202eexe"), ("\x1b[2J\x1b[31mred", "\\x1b[2J\\x1b[31mred"),
+    ("nul\0", "nul\\0"), ("tab\tbed", "tab\\tbed"), ("zero\u200bwidth", "zero\\u200bwidth"),
+    ("lone\ud800", "lone\\ud800"), ("line\u2028sep", "line sep"), ("Équipe 模型 <b>", "Équipe 模型 <b>"),
+    (["ok", "bad\u2066"], "ok, bad\\u2066"),
+])
+def test_cells_escape_what_would_hijack_a_terminal(value: object, shown: str) -> None:
+    assert cell(value) == shown
+
+
+def test_a_hostile_name_cannot_move_the_cursor_or_reorder_a_table() -> None:
+    out = format_table(["ID", "Name", "lo\u202ess"], [[1, "\x1b[1A\rowned\u202e", 0.5]])
+    assert out.splitlines() == [
+        "ID | Name                | lo\\u202ess",
+        "---+---------------------+-----------",
+        " 1 | \\x1b[1A owned\\u202e |        0.5",
+    ]
+    assert all(c.isprintable() for c in out.replace("\n", ""))
+    assert format_pairs([("name", "x\u202e")]) == "name: x\\u202e"
+
+
 def test_no_line_ends_in_spaces() -> None:
     out = format_table(["Name", "Note"], [["a", ""], ["long name", None]])
     assert all(line == line.rstrip() for line in out.splitlines())

@@ -175,3 +175,59 @@ def test_experiment_widget_redraws_once_per_update_and_keeps_the_chosen_metric()
         assert w.draws == [("loss", "accuracy")] and list(w.val_fig.data[0].y) == [0.9]
     finally:
         w.close()
+
+
+def test_plotly_text_from_the_master_is_escaped() -> None:
+    fig = line_figure("<b>title</b>")
+    assert fig.layout.title.text == "&lt;b&gt;title&lt;/b&gt;"
+    sync_lines(fig, {"training.<a href='http://evil'>x</a>": {"x": [1], "y": [1.0]}})
+    sync_lines(fig, {"training.<a href='http://evil'>x</a>": {"x": [1, 2], "y": [1.0, 2.0]}})
+    assert traces(fig) == {"training.&lt;a href='http://evil'&gt;x&lt;/a&gt;": ([1, 2], [1.0, 2.0])}
+    sync_lines(fig, {}, empty="no <i>metrics</i>")
+    assert [a.text for a in fig.layout.annotations] == ["no &lt;i&gt;metrics&lt;/i&gt;"]
+    parcoords(fig, {"trial_ids": [1], "color": [None], "dimensions": [
+        {"label": "<br>lr\u202e", "values": [0], "tickvals": [0], "ticktext": ["<b>adam\u202e"]}]})
+    (coords,) = fig.data
+    assert coords.dimensions[0].label == "&lt;br&gt;lr\\u202e"
+    assert list(coords.dimensions[0].ticktext) == ["<b>adam\\u202e"]  # plotly shows it as text
+
+
+class HostileExperiment(ScriptedExperiment):
+    """Experiment 1 with a name, searcher metric and metric names that try markup and bidi."""
+
+    def get_experiment(self, exp_id: int) -> _Experiment:
+        return _HostileExperiment(self)
+
+
+class _HostileExperiment(_Experiment):
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "name": "<svg onload=alert(1)>gpj.\u202eexe",
+                "state": "STATE_<script>",
+                "config": {"searcher": {"name": "<b>single", "metric": "<img src=x onerror=alert(2)>"}}}
+
+    def trials(self) -> list[_Trial]:
+        return [_HostileTrial(self.det)]
+
+
+class _HostileTrial(_Trial):
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "searcherMetricValue": 0.5, "hparams": {"<u>opt": "<b>adam"}}
+
+
+def test_experiment_widget_shows_hostile_names_as_text() -> None:
+    det = HostileExperiment()
+    det.training = [report(1, **{"<i>loss\u202e": 1.0})]
+    det.validation = [report(1, **{"<img src=x onerror=alert(2)>": 0.5})]
+    w = ExperimentWidget(1, det, interval=60)  # type: ignore[arg-type]
+    try:
+        header = w.header.value
+        for raw in ("<svg", "<script>", "<b>single", "<img", "\u202e"):
+            assert raw not in header
+        assert "&lt;svg onload=alert(1)&gt;gpj.\\u202eexe" in header
+        assert "&lt;img src=x onerror=alert(2)&gt; = 0.5" in header
+        assert w.train_fig.layout.yaxis.title.text == "&lt;i&gt;loss\\u202e"
+        assert w.val_fig.layout.yaxis.title.text == "&lt;img src=x onerror=alert(2)&gt;"
+        assert "<img" not in w.trials.value and "&lt;b&gt;adam" in w.trials.value
+        assert "<u>" not in header and "&lt;u&gt;opt" in header
+    finally:
+        w.close()

@@ -281,3 +281,24 @@ def test_html_table_escapes_and_aligns() -> None:
         "<td style='text-align:left;padding:2px 8px'>&lt;x&gt;</td></tr>"
         "<tr><td style='text-align:left;padding:2px 8px'></td>"
         "<td style='text-align:right;padding:2px 8px'>0.5</td></tr></tbody></table>")
+
+
+@pytest.mark.parametrize(("value", "html_shown", "plot_shown"), [
+    ("<svg onload=alert(1)>", "&lt;svg onload=alert(1)&gt;", "&lt;svg onload=alert(1)&gt;"),
+    ("Tom & \"Jerry\" 'x'", "Tom &amp; &quot;Jerry&quot; &#x27;x&#x27;", "Tom &amp; \"Jerry\" 'x'"),
+    ("gpj.\u202eexe", "gpj.\\u202eexe", "gpj.\\u202eexe"),
+    ("a\0b\x1b", "a\\0b\\x1b", "a\\0b\\x1b"),
+    ("Équipe 模型", "Équipe 模型", "Équipe 模型"),
+    (None, "", ""), (0.5, "0.5", "0.5"),
+])
+def test_text_from_the_master_is_never_markup_nor_invisible(value: Any, html_shown: str,
+                                                           plot_shown: str) -> None:
+    assert v.html_text(value) == html_shown
+    # plotly decodes &lt; &gt; &amp; (and numeric entities) but not &quot;: quotes stay as typed
+    assert v.plot_text(value) == plot_shown
+
+
+def test_html_table_shows_hostile_names_as_text() -> None:
+    out = v.html_table(["lo\u202ess"], [["<img src=x onerror=alert(1)>\u2066"]])
+    assert "<img" not in out and "&lt;img src=x onerror=alert(1)&gt;\\u2066" in out
+    assert "lo\\u202ess" in out and "\u202e" not in out and "\u2066" not in out

@@ -27,7 +27,7 @@ def test_names_are_trimmed(raw: str, expected: str) -> None:
 
 @pytest.mark.parametrize(("raw", "fragment"), [
     ("", "must not be empty"), ("   ", "must not be empty"), ("x" * 81, "81 characters"),
-    (None, "must be a string"), (3, "must be a string"), ("a\tb", "control characters"),
+    (None, "must be a string"), (3, "must be a string"), ("a\tb", r"U\+0009 \(\\t\), a control character"),
 ])
 def test_bad_names_say_what_is_wrong(raw: object, fragment: str) -> None:
     with pytest.raises(InvalidRequest, match=fragment):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from det_jupyter import __version__
 from det_jupyter.client import DetClientError
+from det_jupyter.services._names import visible
 
 from . import (
     _checkpoints,
@@ -64,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (DetClientError, CommandError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {visible(str(exc))}", file=sys.stderr)  # it may quote names: escaped
         return 1
     except KeyboardInterrupt:
         print("Interrupted", file=sys.stderr)
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as exc:  # a bug of ours: still one line, never a traceback
-        print(f"Error: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"Error: unexpected {type(exc).__name__}: {visible(str(exc))}", file=sys.stderr)
         return 1
 
 

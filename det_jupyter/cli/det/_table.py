@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from det_jupyter.services._names import visible
+
 
 def cell(value: Any) -> str:
     """How one value is shown: ``None`` blank, bools ``yes``/``no``, floats with at most 6
-    significant digits, lists comma-joined, anything else ``str`` (one line)."""
+    significant digits, lists comma-joined, anything else ``str`` on one line (line breaks
+    become spaces) with every other control or invisible character escaped (``\x1b``,
+    ``\u202e``): a name from the master can neither move the cursor nor re-order the line."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -17,7 +21,7 @@ def cell(value: Any) -> str:
         return f"{value:.6g}"
     if isinstance(value, (list, tuple, set)):
         return ", ".join(cell(v) for v in value)
-    return " ".join(str(value).splitlines())
+    return visible(" ".join(str(value).splitlines()))
 
 
 def _numeric(value: Any) -> bool:
@@ -30,6 +34,7 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     Numbers are right-aligned, everything else left-aligned; a row shorter than the headers
     is padded with blanks, a longer one is an error. No trailing spaces on any line.
     """
+    headers = [cell(h) for h in headers]  # some are metric names, from the master
     width = len(headers)
     raw_rows = [list(r) for r in rows]
     for i, r in enumerate(raw_rows):
@@ -51,7 +56,7 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 def format_pairs(pairs: Iterable[tuple[str, Any]]) -> str:
     """``key:  value`` lines with the values aligned (a record, e.g. ``det master info``)."""
-    items = [(k, cell(v)) for k, v in pairs]
+    items = [(cell(k), cell(v)) for k, v in pairs]
     if not items:
         return ""
     width = max(len(k) for k, _ in items) + 1

@@ -12,7 +12,7 @@ from det_jupyter.client import NotFound
 from det_jupyter.client import _templates as tpl
 
 from ._common import CommandError, connect, print_json
-from ._table import format_table
+from ._table import cell, format_table
 
 
 def _workspace_id(d: Any, name: str | None) -> int | None:
@@ -53,7 +53,7 @@ def list_(args: argparse.Namespace) -> int:
         print(format_table(["Name", "Workspace"], rows))
         return 0
     for (name, ws), t in zip(rows, found, strict=True):
-        print(f"{name}  (workspace {ws})")
+        print(f"{cell(name)}  (workspace {cell(ws)})")
         print("  " + _yaml(t["config"]).replace("\n", "\n  ") if t["config"] else "  {}")
         print()
     return 0
