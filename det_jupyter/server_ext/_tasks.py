@@ -93,12 +93,15 @@ class TaskLogsHandler(DetHandler):
 
 
 class PostTaskLogsHandler(DetHandler):
-    max_body = 16 * 1024 * 1024
+    # The stock harness ships up to 1,000 lines a request, and a line (a progress bar redrawn
+    # with \r) can be long; what a task printed is kept even where it is not valid text.
+    max_body = 64 * 1024 * 1024
+    body_strings = "scrub"
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
-    def post(self) -> None:
-        logs = self.body_json().get("logs")
+    async def post(self) -> None:
+        logs = (await self.body_json_async()).get("logs")
         if not isinstance(logs, list):
             raise InvalidRequest("logs must be a list")
         p = self.principal

@@ -66,16 +66,16 @@ class TrialMetricsHandler(DetHandler):
 
 class TrialMetricsBatchHandler(DetHandler):
     """``POST /api/v1/trials/{id}/metrics/batch`` — our harness's many reports in one request."""
-    max_body = 8 * 1024 * 1024
+    max_body = 64 * 1024 * 1024
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
-    def post(self, trial_id: str) -> None:
+    async def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
         self.authorize_trial(tid)
-        body = self.body_json()
+        body = await self.body_json_async()
         parsed = parse_reports(body.get("reports"), time.time())
         self.master.report_metrics(tid, body.get("trialRunId"), parsed)
         self.send({"accepted": len(parsed)})
