@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from det_jupyter.cli.det._progress import StatusLine, bar
@@ -97,3 +99,30 @@ def test_status_line_rewrites_in_place_on_a_tty_and_prints_changes_elsewhere() -
     status.done()
     assert plain.text == "a\nb\n"
     assert bar(0.5, 4) == "[##--]" and bar(None, 2) == "[--]" and bar(7, 2) == "[##]"
+
+
+class _HostileMaster:
+    """A master whose stored names predate the name rules: a bidi override and a terminal
+    escape in a username and a group name (reads never fail, so the CLI must show them)."""
+
+    NAME = "gpj.\u202eexe\x1b[2J"
+
+    def whoami(self) -> dict[str, object]:
+        return {"username": self.NAME}
+
+
+def test_messages_outside_tables_escape_names_from_the_master(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from det_jupyter.cli.det import _cluster, _users
+
+    monkeypatch.setattr(_cluster, "connect", lambda args: _HostileMaster())
+    monkeypatch.setattr(_users, "connect", lambda args: _HostileMaster())
+    monkeypatch.setattr(_users.acc, "update_group", lambda d, old, new_name: {
+        "groupId": 7, "name": _HostileMaster.NAME})
+    _cluster.whoami(argparse.Namespace())
+    _users.group_rename(argparse.Namespace(old_group_name="old", new_group_name="new"))
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "You are logged in as user 'gpj.\\u202eexe\\x1b[2J'",
+        "user group with ID 7 name changed from old to gpj.\\u202eexe\\x1b[2J",
+    ]

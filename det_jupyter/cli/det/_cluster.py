@@ -12,7 +12,7 @@ from typing import Any
 from det_jupyter.client import Determined, NotLoggedIn
 
 from ._common import CommandError, connect, print_json, short_time
-from ._table import format_pairs, format_table
+from ._table import cell, format_pairs, format_table
 
 
 def _read_password(user: str) -> str:
@@ -45,7 +45,7 @@ def logout(args: argparse.Namespace) -> int:
 
 def whoami(args: argparse.Namespace) -> int:
     me = connect(args).whoami()
-    print(f"You are logged in as user '{me['username']}'")
+    print(f"You are logged in as user '{cell(me['username'])}'")
     return 0
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from det_jupyter.client import Model, ModelVersion
 
 from ._common import connect, print_json, short_time
-from ._table import format_pairs, format_table
+from ._table import cell, format_pairs, format_table
 
 MODEL_HEADERS = ["ID", "Name", "Workspace ID", "Versions", "Owner", "Archived", "Last Updated",
                  "Labels"]
@@ -47,7 +47,7 @@ def create(args: argparse.Namespace) -> int:
     if args.json:
         print_json(m.to_dict())
     else:
-        print(f"Created model {m.name} (id {m.id}) in workspace {m.workspace_id}")
+        print(f"Created model {cell(m.name)} (id {m.id}) in workspace {m.workspace_id}")
     return 0
 
 
@@ -82,7 +82,7 @@ def register_version(args: argparse.Namespace) -> int:
     if args.json:
         print_json(v.to_dict())
     else:
-        print(f"Registered checkpoint {args.uuid} as version {v.version} of model {m.name}")
+        print(f"Registered checkpoint {args.uuid} as version {v.version} of model {cell(m.name)}")
     return 0
 
 
@@ -98,7 +98,7 @@ def list_versions(args: argparse.Namespace) -> int:
 def delete(args: argparse.Namespace) -> int:
     m = connect(args).get_model(args.name)
     m.delete()
-    print(f"Deleted model {m.name} and its {m.num_versions} version(s); their checkpoints stay")
+    print(f"Deleted model {cell(m.name)} and its {m.num_versions} version(s); their checkpoints stay")
     return 0
 
 
@@ -111,14 +111,14 @@ def delete_version(args: argparse.Namespace) -> int:
 def move(args: argparse.Namespace) -> int:
     m = connect(args).get_model(args.name)
     m.move(args.workspace_name)
-    print(f"Moved model {m.name} to workspace {args.workspace_name} (id {m.workspace_id})")
+    print(f"Moved model {cell(m.name)} to workspace {args.workspace_name} (id {m.workspace_id})")
     return 0
 
 
 def archive(args: argparse.Namespace) -> int:
     m = connect(args).get_model(args.name)
     m.archive(args.archive)
-    print(f"Model {m.name} {'archived' if args.archive else 'unarchived'}")
+    print(f"Model {cell(m.name)} {'archived' if args.archive else 'unarchived'}")
     return 0
 
 

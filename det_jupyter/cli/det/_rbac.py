@@ -9,7 +9,7 @@ from typing import Any
 from det_jupyter.client import _rbac as rbac
 
 from ._common import CommandError, connect, print_json
-from ._table import format_table
+from ._table import cell, format_table
 
 
 def _user_id(d: Any, username: str) -> int:
@@ -53,7 +53,7 @@ def describe_role(args: argparse.Namespace) -> int:
     if args.json:
         print_json(role)
         return 0
-    print(f"Role {role['role']['name']} (id {role['role']['roleId']})")
+    print(f"Role {cell(role['role']['name'])} (id {role['role']['roleId']})")
     print(format_table(["Permission", "Cluster", "Workspace"], [
         [p["name"], p["scopeTypeMask"]["cluster"], p["scopeTypeMask"]["workspace"]]
         for p in role["role"]["permissions"]]))

@@ -16,7 +16,7 @@ from det_jupyter.client import _accounts as acc
 
 from . import _cluster
 from ._common import CommandError, connect, print_json, short_time
-from ._table import format_table
+from ._table import cell, format_table
 
 USER_HEADERS = ["User ID", "Username", "Display Name", "Admin", "Active", "Modified"]
 
@@ -67,7 +67,7 @@ def user_create(args: argparse.Namespace) -> int:
     password = _new_password(args.username, args.password)
     user = acc.create_user(d, args.username, password, admin=args.admin,
                            display_name=args.display_name)
-    print(f"Created user '{user['username']}' (id {user['id']}{', admin' if user['admin'] else ''})")
+    print(f"Created user '{cell(user['username'])}' (id {user['id']}{', admin' if user['admin'] else ''})")
     return 0
 
 
@@ -125,8 +125,8 @@ def user_link(args: argparse.Namespace) -> int:
     user = d._session.request("PATCH", f"/api/v1/users/{user_id}", {"agentUserGroup": link})["user"]
     got = user.get("agentUserGroup") or {}
     names = "/".join(n for n in (got.get("agentUser"), got.get("agentGroup")) if n)
-    print(f"User '{user['username']}' linked with agent uid {got.get('agentUid')}, gid "
-          f"{got.get('agentGid')}{f' ({names})' if names else ''}")
+    print(f"User '{cell(user['username'])}' linked with agent uid {got.get('agentUid')}, gid "
+          f"{got.get('agentGid')}{f' ({cell(names)})' if names else ''}")
     return 0
 
 
@@ -135,9 +135,9 @@ def user_link(args: argparse.Namespace) -> int:
 
 def group_create(args: argparse.Namespace) -> int:
     group = acc.create_group(connect(args), args.group_name, args.add_user)
-    print(f"user group with name {group['name']} and ID {group['groupId']} created")
+    print(f"user group with name {cell(group['name'])} and ID {group['groupId']} created")
     if group["users"]:
-        print(f"{', '.join(u['username'] for u in group['users'])} was added to the group")
+        print(f"{cell([u['username'] for u in group['users']])} was added to the group")
     return 0
 
 
@@ -159,7 +159,7 @@ def group_describe(args: argparse.Namespace) -> int:
     if args.json:
         print_json(group)
         return 0
-    print(f"group ID {group['groupId']} group name {group['name']} with users added")
+    print(f"group ID {group['groupId']} group name {cell(group['name'])} with users added")
     print(format_table(USER_HEADERS, _user_rows(group["users"])))
     return 0
 
@@ -177,14 +177,14 @@ def group_members(args: argparse.Namespace) -> int:
     group = acc.update_group(connect(args), args.group_name,
                              add=names if adding else (), remove=() if adding else names)
     verb = "added to" if adding else "removed from"
-    print(f"{', '.join(names)} {verb} user group {group['name']} (ID {group['groupId']})")
+    print(f"{', '.join(names)} {verb} user group {cell(group['name'])} (ID {group['groupId']})")
     return 0
 
 
 def group_rename(args: argparse.Namespace) -> int:
     group = acc.update_group(connect(args), args.old_group_name, new_name=args.new_group_name)
     print(f"user group with ID {group['groupId']} name changed from {args.old_group_name} "
-          f"to {group['name']}")
+          f"to {cell(group['name'])}")
     return 0
 
 
