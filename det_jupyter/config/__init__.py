@@ -22,11 +22,15 @@ from ._hparams import MAX_GRID_POINTS, grid_size
 from ._parse import parse_yaml
 from ._searcher import REMOVED_SEARCHERS, SEARCHERS
 from ._validate import validate_experiment_config
+from ._yaml import MAX_ALIAS_NODES, MAX_CONFIG_BYTES, MAX_YAML_DEPTH, load_yaml
 
 __all__ = [
     "DEFAULT_IGNORES",
+    "MAX_ALIAS_NODES",
+    "MAX_CONFIG_BYTES",
     "MAX_CONTEXT_SIZE",
     "MAX_GRID_POINTS",
+    "MAX_YAML_DEPTH",
     "REMOVED_SEARCHERS",
     "SEARCHERS",
     "DetIgnore",
@@ -37,6 +41,7 @@ __all__ = [
     "extract_tgz",
     "grid_size",
     "is_trial_class",
+    "load_yaml",
     "parse_yaml",
     "read_context_dir",
     "searcher_max_length",

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import scheduler
+from ..config import load_yaml
+from ..errors import DetError
 
 DEFAULT_PRIORITY = 42
 SCHEDULER_TYPES = tuple(scheduler.POLICIES)
@@ -160,12 +162,10 @@ def _only(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
 
 def load_master_config(text: str) -> ResourceConfig:
     """Parse a master.yaml; keys other than the resource ones are accepted and ignored here."""
-    import yaml
-
     try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"the master config is not valid YAML: {exc}") from exc
+        raw = load_yaml(text, what="the master config") or {}
+    except DetError as exc:  # bad YAML, aliases that fan out, nesting, size
+        raise ValueError(exc.message) from None
     if not isinstance(raw, Mapping):
         raise ValueError("the master config must be a mapping of settings")
     rm = raw.get("resource_manager")

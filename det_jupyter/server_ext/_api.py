@@ -12,7 +12,10 @@ declaration does three things, so the served document cannot drift from what is 
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +24,7 @@ from typing import Any
 import jsonschema
 
 from ..errors import InvalidRequest
+from ..services import _names
 
 #: The largest integer the store holds (SQLite and PostgreSQL BIGINT); ids stop at 2**62.
 INT64_MAX = 2**63 - 1
@@ -42,6 +46,11 @@ class Q:
     maximum: int | None = None
     required: bool = False
     description: str = ""
+    #: strings: the longest, and a pattern (Python ``re`` syntax that is also ECMA's)
+    max_length: int = 4096
+    pattern: str | None = None
+    #: ``many``: the most values
+    max_items: int | None = None
 
     def schema(self) -> dict[str, Any]:
         one: dict[str, Any] = {"type": self.type}
@@ -51,8 +60,15 @@ class Q:
             one["minimum"] = -MAX_ID if self.minimum is None else self.minimum
             one["maximum"] = MAX_ID if self.maximum is None else self.maximum
         if self.type == "string" and not self.enum:
-            one["maxLength"] = 4096
-        return {"type": "array", "items": one} if self.many else one
+            one["maxLength"] = self.max_length
+            if self.pattern is not None:
+                one["pattern"] = self.pattern
+        if not self.many:
+            return one
+        out: dict[str, Any] = {"type": "array", "items": one}
+        if self.max_items is not None:
+            out["maxItems"] = self.max_items
+        return out
 
     def parse(self, raw: str) -> Any:
         """One value of this parameter, or InvalidRequest naming it and what it takes."""
@@ -74,8 +90,10 @@ class Q:
         if self.enum and raw not in self.enum:
             raise InvalidRequest(f"query parameter {self.name} must be one of {', '.join(self.enum)}, "
                                  f"got {raw[:40]!r}")
-        if len(raw) > 4096:
-            raise InvalidRequest(f"query parameter {self.name} is longer than 4096 characters")
+        if len(raw) > self.max_length:
+            raise InvalidRequest(f"query parameter {self.name} is longer than {self.max_length} characters")
+        if self.pattern is not None and not re.search(self.pattern, raw):
+            raise InvalidRequest(f"query parameter {self.name} must match {self.pattern}, got {raw[:40]!r}")
         return raw
 
 
@@ -98,6 +116,8 @@ class Api:
     body_required: bool = False
     errors: tuple[int, ...] = ()
     ok: int = 200
+    #: path parameters' schemas where the route's pattern says less (a name's rules)
+    path: dict[str, Any] | None = None
     declared: bool = True
     _by_name: dict[str, Q] = field(default_factory=dict, compare=False, repr=False)
 
@@ -114,6 +134,8 @@ class Api:
                 continue  # unknown parameters are ignored, as grpc-gateway ignores them
             if len(raws) > 1 and not q.many:
                 raise InvalidRequest(f"query parameter {name} may be given once")
+            if q.max_items is not None and len(raws) > q.max_items:
+                raise InvalidRequest(f"query parameter {name} may be given at most {q.max_items} times")
             for raw in raws:
                 try:
                     text = raw.decode("utf-8")
@@ -149,10 +171,14 @@ UNDECLARED = Api(declared=False)
 
 
 def api(*, query: list[Q] | tuple[Q, ...] = (), body: dict[str, Any] | None = None,
-        body_required: bool = False, errors: tuple[int, ...] = (), ok: int = 200) -> Callable[[Any], Any]:
+        body_required: bool = False, errors: tuple[int, ...] = (), ok: int = 200,
+        path: dict[str, Any] | None = None) -> Callable[[Any], Any]:
     """Declare a verb's query parameters, request body (a JSON schema, OpenAPI 3.0 subset) and
-    the statuses it answers beyond the common ones (``errors``, e.g. 409)."""
-    spec = Api(query=tuple(query), body=body, body_required=body_required, errors=tuple(errors), ok=ok)
+    the statuses it answers beyond the common ones (``errors``, e.g. 409); ``path``: schemas of
+    path parameters (by the verb's argument name) that the service checks beyond the route's
+    pattern."""
+    spec = Api(query=tuple(query), body=body, body_required=body_required, errors=tuple(errors), ok=ok,
+               path=path)
 
     def mark(fn: Any) -> Any:
         fn.__det_api__ = spec
@@ -169,16 +195,31 @@ def spec_of(handler: type, verb: str) -> Api:
 # -- JSON schema helpers (used in declarations) ---------------------------------------------
 
 def obj(required: tuple[str, ...] = (), **props: dict[str, Any]) -> dict[str, Any]:
-    """A JSON object with these properties (others allowed: Determined's clients send more)."""
-    out: dict[str, Any] = {"type": "object", "properties": props}
+    """A JSON object with these properties (others allowed: Determined's clients send more).
+    An optional property may also be null: the stock client sends ``null`` for a field it
+    leaves unset (``"projectId": null``), and a handler reads null as absent."""
+    out: dict[str, Any] = {"type": "object", "properties": {
+        k: v if k in required else _nullable(v) for k, v in props.items()}}
     if required:
         out["required"] = list(required)
     return out
 
 
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    if "type" in schema:
+        return {**schema, "nullable": True}
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [_nullable(schema["anyOf"][0]), *schema["anyOf"][1:]]}
+    if "allOf" in schema:
+        return {"anyOf": [schema, {"type": "string", "nullable": True, "enum": [None]}]}
+    return schema  # any value, null included
+
+
 def integer(minimum: int | None = None, maximum: int | None = None, **extra: Any) -> dict[str, Any]:
-    return {"type": "integer", "minimum": -INT64_MAX if minimum is None else minimum,
-            "maximum": INT64_MAX if maximum is None else maximum, **extra}
+    """An integer; by default any a body may carry (``body_json`` refuses top-level numbers past
+    ``MAX_ID``: nothing we store is larger)."""
+    return {"type": "integer", "minimum": -MAX_ID if minimum is None else minimum,
+            "maximum": MAX_ID if maximum is None else maximum, **extra}
 
 
 def ident(**extra: Any) -> dict[str, Any]:
@@ -186,23 +227,179 @@ def ident(**extra: Any) -> dict[str, Any]:
     return integer(0, MAX_ID, **extra)
 
 
-def string(max_length: int = 4096, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "maxLength": max_length, **extra}
+def int64(minimum: int = 0, maximum: int = MAX_ID) -> dict[str, Any]:
+    """An int64 field: a JSON number, or its decimal digits as a string (protobuf's JSON form,
+    which some stock commands send, e.g. ``det token revoke``'s ``tokenId``)."""
+    digits = {"type": "string", "pattern": "^-?[0-9]{1,18}$" if minimum < 0 else "^[0-9]{1,18}$"}
+    return {"anyOf": [integer(minimum, maximum), digits]}
+
+
+def string(max_length: int = 4096, min_length: int = 0, **extra: Any) -> dict[str, Any]:
+    out = {"type": "string", "maxLength": max_length, **extra}
+    if min_length:
+        out["minLength"] = min_length
+    return out
+
+
+def enum(*values: str) -> dict[str, Any]:
+    """One of these strings (a protobuf enum's names)."""
+    return {"type": "string", "enum": list(values)}
 
 
 def array(items: dict[str, Any], max_items: int = 10_000, **extra: Any) -> dict[str, Any]:
     return {"type": "array", "items": items, "maxItems": max_items, **extra}
 
 
+def dict_of(values: dict[str, Any]) -> dict[str, Any]:
+    """An object whose keys are free and whose values all match ``values``."""
+    return {"type": "object", "additionalProperties": values}
+
+
+def echo(schema: dict[str, Any], path_param: str) -> dict[str, Any]:
+    """A body field that repeats the path's ``path_param`` (Determined's request messages carry
+    the id twice): left out, or equal to the path's; another value is refused (400), since a
+    client naming two objects is confused. ``x-det-echoes`` says so in the document."""
+    return {**schema, "x-det-echoes": path_param}
+
+
 BOOL: dict[str, Any] = {"type": "boolean"}
 NUMBER: dict[str, Any] = {"type": "number"}
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 ANY: dict[str, Any] = {}
+#: ``orderBy`` as every list takes it (v1OrderBy).
+ORDER_BY = ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC")
+
+
+def paging(*, negative_offset: bool = False) -> list[Q]:
+    """``offset``/``limit``/``orderBy`` of a list (``limit`` 0: all; a negative ``offset``
+    counts from the end where the list allows it)."""
+    return [Q("offset", "integer", minimum=-MAX_ID if negative_offset else 0),
+            Q("limit", "integer", minimum=0), Q("orderBy", enum=ORDER_BY)]
+
+
+# -- names, one-line text and passwords, as the services check them --------------------------
+#
+# A JSON schema pattern that accepts exactly what ``services._names`` and the password policy
+# accept, so that the document's promise holds both ways: what it allows is stored, what it
+# refuses is a 400. Unicode categories are not in JSON schema's regex dialect, so the allowed
+# characters are spelled out, as ranges, from this Python's Unicode database.
+
+#: Past these, every code point is unassigned or private use (Unicode 14 to 16): never allowed.
+_SCANNED = (range(0, 0x40000), range(0xE0000, 0xE1000))
+
+
+def _class(keep: list[bool], cps: list[int]) -> str:
+    """A regex character class of the code points ``cps[i]`` where ``keep[i]``."""
+    out, i, n = [], 0, len(cps)
+    while i < n:
+        if not keep[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and keep[j + 1] and cps[j + 1] == cps[j] + 1:
+            j += 1
+        out.append(_lit(cps[i]) if i == j else f"{_lit(cps[i])}-{_lit(cps[j])}")
+        i = j + 1
+    return "[" + "".join(out) + "]"
+
+
+def _lit(cp: int) -> str:
+    c = chr(cp)
+    return "\\" + c if c in "\\]^-[" else c
+
+
+@functools.cache
+def _classes() -> dict[str, str]:
+    cps = [cp for r in _SCANNED for cp in r]
+    chars = list(map(chr, cps))
+    refused = frozenset(_names.REFUSED)
+    safe = [c not in refused for c in map(unicodedata.category, chars)]
+    in_name = [ok and c not in "/\\" for ok, c in zip(safe, chars, strict=True)]
+    edge = [ok and not c.isspace() for ok, c in zip(in_name, chars, strict=True)]
+    return {
+        "text": _class(safe, cps), "name": _class(in_name, cps), "edge": _class(edge, cps),
+        "text_nonspace": _class([ok and not c.isspace() for ok, c in zip(safe, chars, strict=True)], cps),
+        "name_nd": _class([ok and not c.isdigit() for ok, c in zip(in_name, chars, strict=True)], cps),
+        "edge_nodot": _class([ok and c != "." for ok, c in zip(edge, chars, strict=True)], cps),
+        "upper": _class(list(map(str.isupper, chars)), cps),
+        "lower": _class(list(map(str.islower, chars)), cps),
+        "digit": _class(list(map(str.isdigit, chars)), cps),
+    }
+
+
+def name(max_len: int = _names.MAX_NAME, *, all_digits: bool = True, padded: bool = False,
+         **extra: Any) -> dict[str, Any]:
+    """A name (``_names.check_name``): no controls, format characters, '/' or '\\', no
+    whitespace at either end, not '.' or '..'; with ``all_digits=False`` not digits alone
+    (a model's name, which would read as its id); ``padded``: spaces (U+0020) around it are
+    dropped first (workspace and project names)."""
+    c = _classes()
+    edge, dotless, mid = c["edge"], c["edge_nodot"], c["name"]
+    if padded:
+        forms = [dotless, f"{dotless}{edge}", f"\\.{dotless}", f"{edge}{mid}{{1,{max_len - 2}}}{edge}"]
+        pattern = "^ *(?:" + "|".join(forms) + ") *$"
+        return service_checked({"title": f"PaddedName{max_len}", "type": "string", "pattern": pattern, **extra})
+    forms = [dotless, f"{dotless}{edge}", f"\\.{dotless}", f"{edge}{mid}+{edge}"]
+    plain = service_checked({"title": f"Name{max_len}", "type": "string", "minLength": 1, "maxLength": max_len,
+                             "pattern": "^(?:" + "|".join(forms) + ")$"})
+    if all_digits:
+        return {**plain, **extra}
+    # ...and some character is not a digit (a pattern that is searched for, not anchored)
+    return service_checked({"allOf": [plain, {"type": "string", "pattern": c["name_nd"]}], **extra})
+
+
+def username(max_len: int = _names.MAX_NAME) -> dict[str, Any]:
+    """A username: a name without any whitespace (``services.users.check_username``)."""
+    c = _classes()
+    edge, dotless = c["edge"], c["edge_nodot"]
+    pattern = f"^(?:{dotless}|{dotless}{edge}|\\.{dotless}|{edge}{{3,{max_len}}})$"
+    return service_checked({"title": f"Username{max_len}", "type": "string", "minLength": 1,
+                            "maxLength": max_len, "pattern": pattern})
+
+
+def text(max_len: int, *, empty: bool = True, **extra: Any) -> dict[str, Any]:
+    """One line of free text (``_names.check_text``): anything but controls and format
+    characters; with ``empty=False``, not empty or only whitespace."""
+    c = _classes()
+    safe = c["text"]
+    body = f"{safe}*" if empty else f"{safe}*{c['text_nonspace']}{safe}*"
+    return service_checked({"title": f"{'Text' if empty else 'NonEmptyText'}{max_len}", "type": "string",
+                            "maxLength": max_len, **({} if empty else {"minLength": 1}),
+                            "pattern": f"^{body}$", **extra})
+
+
+def labels() -> dict[str, Any]:
+    """A list of labels (``_names.check_labels``)."""
+    return array(name(_names.MAX_LABEL), _names.MAX_LABELS)
+
+
+def password() -> dict[str, Any]:
+    """A plain password under the policy (``services.users.PASSWORD_RULES``): at least 8
+    characters, with an upper-case letter, a lower-case letter and a digit, in any order."""
+    c = _classes()
+    kinds = [c["upper"], c["lower"], c["digit"]]
+    any_ = "[\\s\\S]*"
+    orders = ["".join(any_ + k for k in p) + any_ for p in itertools.permutations(kinds)]
+    return service_checked({"title": "Password", "type": "string", "minLength": 8, "maxLength": 4096,
+                            "pattern": "^(?:" + "|".join(orders) + ")$"})
+
+
+def service_checked(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` as documentation of a rule the service checks itself, with a message that
+    names the offending character or rule (a pattern's failure would only quote the pattern):
+    the body check lets any value through there (``x-det-checked-by: service``)."""
+    return {**schema, SERVICE_CHECKED: "service"}
+
+
+SERVICE_CHECKED = "x-det-checked-by"
 
 
 def _draft4(schema: Any) -> Any:
-    """OpenAPI 3.0's ``nullable`` as JSON Schema draft 4 (the rest is the same subset)."""
+    """OpenAPI 3.0's ``nullable`` as JSON Schema draft 4 (the rest is the same subset); a
+    ``service_checked`` schema accepts anything (the service checks it)."""
     if isinstance(schema, dict):
+        if schema.get(SERVICE_CHECKED) == "service":
+            return {}
         out = {k: _draft4(v) for k, v in schema.items() if k != "nullable"}
         if schema.get("nullable") and "type" in out:
             out["type"] = [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]

@@ -6,6 +6,7 @@ from .. import __version__
 from ..errors import InvalidRequest, NotFound
 from ..services.authz import Perm
 from . import _serialize as ser
+from ._api import BOOL, api, obj, string
 from ._base import DetHandler
 
 PROTOCOL_VERSION = "0.38.1"
@@ -33,6 +34,7 @@ def master_info(handler: DetHandler) -> dict:
 class InfoHandler(DetHandler):
     public = True
 
+    @api()
     def get(self) -> None:
         info = master_info(self)
         self.send({
@@ -52,6 +54,7 @@ class MasterHandler(DetHandler):
 
     public = True
 
+    @api()
     def get(self) -> None:
         self.send(master_info(self))
 
@@ -59,18 +62,21 @@ class MasterHandler(DetHandler):
 class LoginHandler(DetHandler):
     public = True
 
+    # Bad credentials are 403, as in Determined (the stock client reads 403 as "log in again").
+    @api(body=obj(("username", "password"), username=string(), password=string(), isHashed=BOOL),
+         body_required=True, errors=(403,))
     def post(self) -> None:
         body = self.body_json()
-        username = body.get("username")
-        password = body.get("password", "")
-        if not isinstance(username, str) or not isinstance(password, str):
-            raise InvalidRequest("username and password must be strings")
+        username = body["username"]
+        password = body["password"]
         token, user = self.master.auth.login(username, password, bool(body.get("isHashed", False)))
         self.send({"token": token, "user": ser.user(user)})
 
 
 class LogoutHandler(DetHandler):
     permissions = {"POST": Perm.AUTHENTICATED}
+
+    @api()
     def post(self) -> None:
         token = (self.request.headers.get("Authorization") or "").partition(" ")[2].strip()
         self.master.auth.logout(token)
@@ -81,6 +87,7 @@ class MeHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED}
     allow_task = True
 
+    @api()
     def get(self) -> None:
         self.send({"user": ser.user(self.user)})
 
@@ -89,6 +96,7 @@ class UserByNameHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED}
     allow_task = True
 
+    @api()
     def get(self, username: str) -> None:
         try:
             user = self.master.auth.user_by_name(username)

@@ -10,10 +10,11 @@ from typing import Any
 
 from tornado import websocket
 
-from ..errors import InvalidRequest, NotFound
+from ..errors import NotFound
 from ..rm.config import WIRE_FITTING, WIRE_SCHEDULER
 from ..services.authz import Perm
 from . import _serialize as ser
+from ._api import BOOL, api, obj, string
 from ._base import DetHandler, _bearer
 
 log = logging.getLogger("det_jupyter.agents")
@@ -179,6 +180,7 @@ def agent_json(a: dict[str, Any]) -> dict[str, Any]:
 class AgentsHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api()
     def get(self) -> None:
         agents = [agent_json(a) for a in self.master.rm.describe()]
         self.send({"agents": agents, "pagination": ser.pagination(0, 0, len(agents), len(agents))})
@@ -187,6 +189,7 @@ class AgentsHandler(DetHandler):
 class AgentHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api()
     def get(self, agent_id: str) -> None:
         found = [a for a in self.master.rm.describe() if a["id"] == agent_id]
         if not found:
@@ -199,11 +202,10 @@ class AgentEnableHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_AGENTS}
 
+    @api(body=obj(drain=BOOL, agentId=string()))
     def post(self, agent_id: str, verb: str) -> None:
         body = self.body_json()
-        drain = body.get("drain", False)
-        if not isinstance(drain, bool):
-            raise InvalidRequest(f"drain must be true or false, got {drain!r}")
+        drain = bool(body.get("drain"))
         try:
             self.master.rm.set_enabled(agent_id, verb == "enable", drain=drain)
         except KeyError:
@@ -217,6 +219,7 @@ class SlotEnableHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_AGENTS}
 
+    @api()
     def post(self, agent_id: str, slot_id: str, verb: str) -> None:
         try:
             self.master.rm.set_slot_enabled(agent_id, int(slot_id), verb == "enable")
@@ -231,6 +234,7 @@ class TasksHandler(DetHandler):
 
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api()
     def get(self) -> None:
         out = {}
         for alloc in self.master.allocations.live_allocations():
@@ -254,6 +258,7 @@ class SchedulerStatsHandler(DetHandler):
 
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api()
     def get(self) -> None:
         rm = self.master.rm
         self.send({"passes": rm.passes, "recentPasses": [
@@ -267,6 +272,7 @@ class SchedulerStatsHandler(DetHandler):
 class ResourcePoolsHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api()
     def get(self) -> None:
         resources = self.master.resources
         agents = self.master.rm.describe()

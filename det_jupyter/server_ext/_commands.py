@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest
 from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from . import _serialize as ser
+from ._api import Q, api
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
+from ._wire import LAUNCH, PRIORITY
 
 # allocation state -> taskv1State
 _TASK_STATE = {
@@ -38,6 +39,7 @@ class CommandsHandler(DetHandler):
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
+    @api(query=[Q("users", many=True)])
     def get(self) -> None:
         from ._notebooks import listed  # (a cycle at import time: _notebooks imports command_json)
 
@@ -45,14 +47,13 @@ class CommandsHandler(DetHandler):
         self.send({"commands": [command_json(r) for r in rows],
                    "pagination": ser.pagination(0, 0, len(rows), len(rows))})
 
+    @api(body=LAUNCH, body_required=True)
     def post(self) -> None:
         from ._notebooks import launch_workspace
 
         body = self.body_json()
         workspace = launch_workspace(self, body)
         files = body.get("files") or []
-        if not isinstance(files, list):
-            raise InvalidRequest("files must be a list of files (the command's context)")
         from ._templates import expand_config, launch_template_name
 
         config = body.get("config") or {}
@@ -69,6 +70,7 @@ class CommandsHandler(DetHandler):
 class CommandHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_NSC}
 
+    @api()
     def get(self, task_id: str) -> None:
         self.authorize_task(task_id)
         row = self.master.commands.get(task_id)
@@ -78,6 +80,7 @@ class CommandHandler(DetHandler):
 class CommandKillHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
+    @api()
     def post(self, task_id: str) -> None:
         self.authorize_task(task_id)
         self.master.commands.kill(self.user, task_id)
@@ -89,6 +92,7 @@ class CommandPriorityHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_NSC}
 
+    @api(body=PRIORITY)
     def post(self, task_id: str) -> None:
         self.authorize_task(task_id)
         body = self.body_json()

@@ -11,7 +11,21 @@ from ..errors import Forbidden, InvalidRequest
 from ..services.auth import AllocationPrincipal
 from ..services.authz import Perm
 from ..services.experiment_admin import BulkFilters, int_list
+from ._api import BOOL, api, array, echo, ident, integer, obj, string
 from ._base import DetHandler
+from ._wire import EXPERIMENT_STATES
+
+_IDS = array(integer(), 10_000)
+#: ``v1BulkExperimentFilters``.
+FILTERS = obj(name=string(), description=string(), archived=BOOL, labels=array(string(), 1000),
+              states=array({"type": "string", "enum": list(EXPERIMENT_STATES)}, 100),
+              userIds=_IDS, excludedExperimentIds=_IDS)
+
+
+def _bulk(required: tuple[str, ...] = (), **extra: dict) -> dict:
+    """A bulk request: ``experimentIds`` or ``filters`` within the path's project."""
+    return obj(required, projectId={**ident(), "x-det-echoes": "project_id", "description": "0, or the path's project"},
+               experimentIds=_IDS, filters=FILTERS, **extra)
 
 
 def delete_experiment(handler: DetHandler, exp_id: int) -> None:
@@ -25,14 +39,15 @@ def delete_experiment(handler: DetHandler, exp_id: int) -> None:
 
 def _dest(body: dict, key: str) -> int:
     value = body.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidRequest(f"{key} must be an integer id")
+    if value is None:
+        raise InvalidRequest(f"{key} is required (an integer id)")
     return value
 
 
 class ExperimentArchiveHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT_METADATA}
 
+    @api(errors=(409,))
     def post(self, exp_id: str, verb: str) -> None:
         self.authorize_experiment(int(exp_id))
         self.master.experiment_admin.set_archived(int(exp_id), verb == "archive")
@@ -44,6 +59,8 @@ class ExperimentMoveHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
 
+    @api(body=obj(("destinationProjectId",), destinationProjectId=ident(),
+                  experimentId=echo(ident(), "exp_id")), body_required=True, errors=(409,))
     def post(self, exp_id: str) -> None:
         eid = int(exp_id)
         self.authorize_experiment(eid)
@@ -81,6 +98,7 @@ class _Bulk(DetHandler):
 class BulkArchiveHandler(_Bulk):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT_METADATA}
 
+    @api(body=_bulk())
     def post(self, project_id: str, verb: str) -> None:
         self._run(project_id, verb)
 
@@ -88,6 +106,7 @@ class BulkArchiveHandler(_Bulk):
 class BulkMoveHandler(_Bulk):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
 
+    @api(body=_bulk(("destinationProjectId",), destinationProjectId=ident()), body_required=True)
     def post(self, project_id: str) -> None:
         self._run(project_id, "move", "destinationProjectId")
 
@@ -95,5 +114,6 @@ class BulkMoveHandler(_Bulk):
 class BulkDeleteHandler(_Bulk):
     permissions = {"DELETE": Perm.DELETE_EXPERIMENT}
 
+    @api(body=_bulk())
     def delete(self, project_id: str) -> None:
         self._run(project_id, "delete")

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import json
 from typing import Any
 
-import yaml
-
-from ..config import tgz_to_b64
-from ..errors import InvalidRequest, NotFound
+from ..config import parse_yaml, tgz_to_b64
+from ..errors import DetError, InvalidRequest, NotFound
 from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ..services.views import ExperimentView
 from . import _serialize as ser
+from ._api import BOOL, Q, api, ident, integer, labels, obj, paging, string, text
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
+from ._wire import CONTEXT, EXPERIMENT_STATES, TRIAL_STATES
 
 _ACTIVE_ALIASES = {"QUEUED", "PULLING", "STARTING", "RUNNING"}
 
@@ -33,13 +36,26 @@ def get_view(handler: DetHandler, exp_id: int, perm: Perm | None = None) -> Expe
     return view
 
 
-def _yaml_or_empty(text: str) -> dict[str, Any]:
-    """The config as a mapping for locating its project; a bad config is reported by create."""
+def _parsed_or_error(text: str) -> tuple[dict[str, Any], DetError | None]:
+    """The config parsed (``parse_yaml``: bounded, libyaml), or ``{}`` and why it could not
+    be: the empty mapping still locates the project, the error is raised once the caller may
+    create experiments there. Pure and heavy (a config may be megabytes): run in a thread."""
     try:
-        parsed = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+        return parse_yaml(text), None
+    except DetError as exc:
+        return {}, exc
+
+
+def _json_text(value: Any) -> str:
+    """``json.dumps(value, separators=(",", ":"))``, built a piece at a time: the C encoder
+    holds the GIL until it is done, so a thread encoding a config of megabytes in one call
+    stalls the event loop as much as encoding it there would. Containers of more than a few
+    items are joined here, in Python, so the loop gets the GIL between their items."""
+    if isinstance(value, dict) and len(value) > 8 and all(isinstance(k, str) for k in value):
+        return "{" + ",".join(json.dumps(k) + ":" + _json_text(v) for k, v in value.items()) + "}"
+    if isinstance(value, list) and len(value) > 8:
+        return "[" + ",".join(_json_text(v) for v in value) + "]"
+    return json.dumps(value, separators=(",", ":"))
 
 
 def job_summary(v: ExperimentView) -> dict[str, Any]:
@@ -47,11 +63,19 @@ def job_summary(v: ExperimentView) -> dict[str, Any]:
     return {"state": state, "jobsAhead": 0}
 
 
+#: ``v1CreateExperimentRequest``: the config is YAML text, checked against the experiment
+#: config schema by the service.
+CREATE_EXPERIMENT = obj(("config",), config=string(MAX_BODY), modelDefinition=CONTEXT, template=string(),
+                        projectId=ident(), activate=BOOL, validateOnly=BOOL)
+
+
 class ExperimentsHandler(DetHandler):
     max_body = MAX_BODY
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "POST": Perm.CREATE_EXPERIMENT}
 
+    @api(query=[*paging(), Q("states", many=True, enum=EXPERIMENT_STATES), Q("archived", "boolean"),
+                Q("users", many=True), Q("name"), Q("projectId", "integer", minimum=0)])
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
@@ -63,7 +87,7 @@ class ExperimentsHandler(DetHandler):
         views, total = self.master.views.experiments(
             users=self.get_query_arguments("users") or None,
             states=states or None,
-            archived=None if archived_raw in (None, "") else archived_raw.lower() == "true",
+            archived=None if archived_raw in (None, "") else self.bool_arg("archived"),
             name=self.get_query_argument("name", None),
             project_id=self.int_arg("projectId"),
             offset=offset,
@@ -74,8 +98,12 @@ class ExperimentsHandler(DetHandler):
         self.send({"experiments": [exp_json(v) for v in views],
                    "pagination": ser.pagination(offset, limit, total, len(views))})
 
-    def post(self) -> None:
-        body = self.body_json()
+    @api(body=CREATE_EXPERIMENT, body_required=True)
+    async def post(self) -> None:
+        """Create an experiment. Parsing, template merging, expanding and packing the context
+        run in threads (a config may be megabytes, a context tens); checks and writes of shared
+        state stay on the loop, in the order they had when all ran there."""
+        body = await self.body_json_async()
         config_text = body.get("config")
         if not isinstance(config_text, str):
             raise InvalidRequest("config must be the experiment's YAML text (a string)")
@@ -84,33 +112,45 @@ class ExperimentsHandler(DetHandler):
             raise InvalidRequest("modelDefinition must be a list of files")
         if body.get("template"):  # the merged config is what gets stored (later edits don't matter)
             from ._templates import expand_config_text, template_name
-            config_text = expand_config_text(self, template_name(body, "template") or "", config_text)
+            config_text = await expand_config_text(self, template_name(body, "template") or "", config_text)
         project_id = body.get("projectId")
         if project_id is not None and (not isinstance(project_id, int) or isinstance(project_id, bool)):
             raise InvalidRequest("projectId must be an integer")
+        loop = asyncio.get_running_loop()
+        raw, bad_config = await loop.run_in_executor(None, _parsed_or_error, config_text)
         project_id = self.master.workspaces.project_for_create(
-            project_id, _yaml_or_empty(config_text), visible=self.visible_workspaces(Perm.VIEW_PROJECT))
+            project_id, raw, visible=self.visible_workspaces(Perm.VIEW_PROJECT))
         self.authorize_project(project_id)
-        row, config = self.master.experiments.create(
-            self.user, config_text, files,
-            activate=bool(body.get("activate", True)),
-            project_id=project_id,
-            validate_only=bool(body.get("validateOnly", False)),
-        )
-        if row is None:
-            self.send({"experiment": {"id": 0, "name": config["name"], "archived": False, "config": config,
-                                      "originalConfig": config_text, "jobId": "", "numTrials": 0,
-                                      "projectId": 1, "projectOwnerId": self.user.id,
-                                      "searcherType": config["searcher"]["name"], "startTime": ser.ts(0),
-                                      "state": "STATE_PAUSED", "username": self.user.username},
-                       "config": config})
-            return
-        view = self.master.views.experiment(row.id)
-        assert view is not None
-        res = config.get("resources") or {}
-        warnings = self.master.rm.launch_warnings(res.get("resource_pool") or "",
-                                                  int(res.get("slots_per_trial", 1)))
-        self.send({"experiment": exp_json(view), "config": config, "warnings": warnings})
+        if bad_config is not None:
+            raise bad_config
+        validate_only = bool(body.get("validateOnly", False))
+        service = self.master.experiments
+        prepared = await loop.run_in_executor(None, functools.partial(
+            service.prepare, config_text, files, validate_only=validate_only, raw=raw))
+        config = prepared.config
+        if validate_only:
+            answer = {"experiment": {"id": 0, "name": config["name"], "archived": False, "config": config,
+                                     "originalConfig": config_text, "jobId": "", "numTrials": 0,
+                                     "projectId": 1, "projectOwnerId": self.user.id,
+                                     "searcherType": config["searcher"]["name"], "startTime": ser.ts(0),
+                                     "state": "STATE_PAUSED", "username": self.user.username},
+                      "config": config}
+        else:
+            exp_id = service.store(self.user, prepared, activate=bool(body.get("activate", True)),
+                                   project_id=project_id)
+            await asyncio.sleep(0)  # let the requests that queued meanwhile go first
+            view = self.master.views.experiment(exp_id)
+            assert view is not None
+            res = config.get("resources") or {}
+            warnings = self.master.rm.launch_warnings(res.get("resource_pool") or "",
+                                                      int(res.get("slots_per_trial", 1)))
+            answer = {"experiment": exp_json(view), "config": config, "warnings": warnings}
+        self.send_text(await loop.run_in_executor(None, _json_text, answer))
+
+
+#: ``PatchExperimentPatchResources``: what ``det e set priority|weight|max-slots`` changes.
+RESOURCES = {**obj(priority=integer(1, 99), weight={"type": "number", "minimum": 0, "exclusiveMinimum": True},
+                   maxSlots=integer(0)), "additionalProperties": False}
 
 
 class ExperimentHandler(DetHandler):
@@ -118,10 +158,13 @@ class ExperimentHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "PATCH": Perm.UPDATE_EXPERIMENT_METADATA,
                    "DELETE": Perm.DELETE_EXPERIMENT}
 
+    @api()
     def get(self, exp_id: str) -> None:
         view = get_view(self, int(exp_id))
         self.send({"experiment": exp_json(view), "config": view.row.config, "jobSummary": job_summary(view)})
 
+    @api(body=obj(name=text(512, empty=False), description=string(), notes=string(1024 * 1024),
+                  labels=labels(), resources=RESOURCES))
     def patch(self, exp_id: str) -> None:
         """``v1PatchExperiment``: ``resources`` (``det e set priority|weight|max-slots``)
         changes the experiment's job; name, description, notes and labels its record."""
@@ -130,23 +173,18 @@ class ExperimentHandler(DetHandler):
         res = body.get("resources")
         get_view(self, eid, Perm.UPDATE_EXPERIMENT if res is not None else None)
         if res is not None:
-            if not isinstance(res, dict):
-                raise InvalidRequest("resources must be an object with priority, weight or maxSlots")
-            unknown = sorted(set(res) - {"priority", "weight", "maxSlots"})
-            if unknown:
-                raise InvalidRequest(f"resources: unknown field(s) {', '.join(unknown)}; "
-                                     "allowed: maxSlots, priority, weight")
             update = QueueUpdate(
                 self.master.jobs.job_of_experiment(eid), priority=res.get("priority"),
                 weight=res.get("weight"), max_slots=res.get("maxSlots"),
             )
             self.master.jobs.update(self.user, [update], strict=False)
-        fields = {k: body[k] for k in ("name", "description", "notes", "labels") if k in body}
+        fields = {k: body[k] for k in ("name", "description", "notes", "labels") if body.get(k) is not None}
         if fields:
             self.master.experiments.patch(self.user, eid, **fields)
         view = get_view(self, eid)
         self.send({"experiment": exp_json(view)})
 
+    @api(errors=(409,))
     def delete(self, exp_id: str) -> None:
         """``DELETE /api/v1/experiments/{id}`` (``det e delete``): a finished experiment, its
         trials, metrics, checkpoints (files too), logs and context."""
@@ -158,6 +196,7 @@ class ExperimentHandler(DetHandler):
 class ExperimentVerbHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
 
+    @api(errors=(409,))
     def post(self, exp_id: str, verb: str) -> None:
         eid = int(exp_id)
         get_view(self, eid)
@@ -171,6 +210,7 @@ class ExperimentTrialsHandler(DetHandler):
     allow_task = True
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
 
+    @api(query=[*paging(), Q("states", many=True, enum=TRIAL_STATES)])
     def get(self, exp_id: str) -> None:
         eid = int(exp_id)
         self.require_experiment(eid)
@@ -189,6 +229,7 @@ class ExperimentTrialsHandler(DetHandler):
 class ExperimentCheckpointsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
 
+    @api()
     def get(self, exp_id: str) -> None:
         eid = int(exp_id)
         view = get_view(self, eid)
@@ -202,6 +243,7 @@ class BestValidationHandler(DetHandler):
     allow_task = True
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
 
+    @api()
     def get(self, exp_id: str) -> None:
         view = get_view(self, int(exp_id))
         if view.best is None:
@@ -212,6 +254,7 @@ class BestValidationHandler(DetHandler):
 class ModelDefHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
 
+    @api()
     def get(self, exp_id: str) -> None:
         get_view(self, int(exp_id))
         self.send({"b64Tgz": tgz_to_b64(self.master.experiments.context_tgz(int(exp_id)))})

@@ -9,7 +9,11 @@ from ..errors import InvalidRequest
 from ..services.authz import Perm
 from ..services.groups import Group, user_ids
 from . import _serialize as ser
+from ._api import api, array, echo, int64, integer, name, obj, string
 from ._base import DetHandler
+
+_GROUP_NAME = name(255)
+_USER_IDS = array(integer(), 1000)
 
 
 def group_details(g: Group) -> dict[str, Any]:
@@ -18,16 +22,13 @@ def group_details(g: Group) -> dict[str, Any]:
 
 def _int(body: dict[str, Any], key: str, default: int | None = None) -> int | None:
     value = body.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidRequest(f"{key} must be an integer")
-    return value
+    return default if value is None else value
 
 
 class GroupsHandler(DetHandler):
     permissions = {"POST": Perm.ADMINISTRATE_USER}
 
+    @api(body=obj(("name",), name=_GROUP_NAME, addUsers=_USER_IDS), body_required=True, errors=(409,))
     def post(self) -> None:
         body = self.body_json()
         group = self.master.groups.create(body.get("name"), user_ids(body.get("addUsers"), "addUsers"))
@@ -37,11 +38,10 @@ class GroupsHandler(DetHandler):
 class GroupSearchHandler(DetHandler):
     permissions = {"POST": Perm.AUTHENTICATED}
 
+    @api(body=obj(name=string(), offset=integer(0), limit=integer(0), userId=integer()))
     def post(self) -> None:
         body = self.body_json()
         name = body.get("name")
-        if name is not None and not isinstance(name, str):
-            raise InvalidRequest("name must be a string")
         offset = _int(body, "offset", 0) or 0
         limit = _int(body, "limit", 0) or 0
         groups, total = self.master.groups.search(
@@ -57,12 +57,15 @@ class GroupHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED, "PUT": Perm.ADMINISTRATE_USER,
                    "DELETE": Perm.ADMINISTRATE_USER}
 
+    @api()
     def get(self, group_id: str) -> None:
         self.send({"group": group_details(self.master.groups.get(int(group_id)))})
 
+    @api(body=obj(groupId=echo(int64(), "group_id"), name=_GROUP_NAME, addUsers=_USER_IDS,
+                  removeUsers=_USER_IDS), errors=(409,))
     def put(self, group_id: str) -> None:
         body = self.body_json()
-        if body.get("groupId") is not None and str(body["groupId"]).strip() != str(int(group_id)):
+        if body.get("groupId") is not None and int(body["groupId"]) != int(group_id):
             raise InvalidRequest(f"groupId {body.get('groupId')!r} in the body does not match the "
                                  f"group {group_id} in the path")
         group = self.master.groups.update(
@@ -71,6 +74,7 @@ class GroupHandler(DetHandler):
             remove_users=user_ids(body.get("removeUsers"), "removeUsers"))
         self.send({"group": group_details(group)})
 
+    @api()
     def delete(self, group_id: str) -> None:
         self.master.groups.delete(int(group_id))
         self.send({})

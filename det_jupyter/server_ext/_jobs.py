@@ -10,6 +10,7 @@ from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ..services.jobs import Job
 from . import _serialize as ser
+from ._api import Q, api, array, obj, service_checked, string
 from ._base import DetHandler
 
 # jobv1State: every value the stock client may send; we never backfill, so that one matches none.
@@ -47,18 +48,15 @@ class JobQueueHandler(DetHandler):
 
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api(query=[Q("offset", "integer", minimum=0), Q("limit", "integer", minimum=0),
+                Q("states", many=True, enum=_STATES), Q("orderBy", enum=_ORDERS[1:]),
+                Q("resourcePool", description="a pool of the cluster (GET /api/v1/resource-pools); "
+                                              "empty: the default pool")])
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
-        if offset < 0 or limit < 0:
-            raise InvalidRequest(f"offset and limit must be >= 0, got offset={offset} limit={limit}")
-        states = self.get_query_arguments("states")
-        unknown = sorted(set(states) - set(_STATES))
-        if unknown:
-            raise InvalidRequest(f"states must be among {', '.join(_STATES)}; got {', '.join(unknown)}")
+        states = [s for s in self.get_query_arguments("states") if s]
         order = self.get_query_argument("orderBy", "") or ""
-        if order not in _ORDERS:
-            raise InvalidRequest(f"orderBy must be one of {', '.join(_ORDERS[1:])}, got {order!r}")
         resources = self.master.resources
         pool = resources.pool_for(self.get_query_argument("resourcePool", "") or "", 1)
         if pool not in resources.pools:
@@ -92,6 +90,16 @@ class JobQueueHandler(DetHandler):
 
 
 _UPDATE_KEYS = {"jobId", "priority", "weight", "resourcePool", "aheadOf", "behindOf"}
+#: ``v1QueueControl``: one job and what to change (``parse_update`` checks it, naming the field).
+QUEUE_CONTROL = {
+    "type": "object", "required": ["jobId"], "additionalProperties": False,
+    "properties": {"jobId": string(min_length=1), "priority": {"type": "integer", "minimum": 1, "maximum": 99,
+                                                               "nullable": True},
+                   "weight": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "nullable": True},
+                   "resourcePool": {**string(), "nullable": True}, "aheadOf": {**string(), "nullable": True},
+                   "behindOf": {**string(), "nullable": True}},
+    "description": "aheadOf and behindOf name other jobs; give one of them at most",
+}
 
 
 def parse_update(raw: Any, where: str) -> QueueUpdate:
@@ -123,9 +131,11 @@ class JobQueueUpdateHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
 
+    @api(body=obj(("updates",), updates=service_checked(array(QUEUE_CONTROL, 1000, minItems=1))),
+         body_required=True)
     def post(self) -> None:
         body = self.body_json()
-        updates = body.get("updates") if isinstance(body, dict) else None
+        updates = body["updates"]
         if not isinstance(updates, list) or not updates:
             raise InvalidRequest("updates must be a non-empty list of {jobId, priority | weight | "
                                  "resourcePool | aheadOf | behindOf}")

@@ -17,7 +17,22 @@ from ..errors import InvalidRequest, NotFound
 from ..services.authz import Perm
 from ..services.models import ModelRecord, VersionRecord, check_fields
 from . import _serialize as ser
+from ._api import ANY_OBJECT, ORDER_BY, Q, api, array, ident, integer, labels, name, obj, string
 from ._base import DetHandler
+from ._wire import CHECKPOINT_UUID
+
+_MODEL_SORT = ("SORT_BY_UNSPECIFIED", "SORT_BY_NAME", "SORT_BY_DESCRIPTION", "SORT_BY_CREATION_TIME",
+               "SORT_BY_LAST_UPDATED_TIME", "SORT_BY_NUM_VERSIONS", "SORT_BY_WORKSPACE")
+_VERSION_SORT = ("SORT_BY_UNSPECIFIED", "SORT_BY_VERSION", "SORT_BY_CREATION_TIME")
+MODEL_NAME = name(255, all_digits=False)
+_VERSION_NAME = {"anyOf": [name(255), {"type": "string", "maxLength": 0}]}
+_TEXT = string(64 * 1024)
+#: The fields of ``v1PatchModel`` / ``v1PostModelRequest`` we keep.
+_MODEL = dict(description=_TEXT, labels=labels(), metadata=ANY_OBJECT, notes=string(1024 * 1024))
+_VERSION = dict(name=_VERSION_NAME, comment=_TEXT, labels=labels(), metadata=ANY_OBJECT,
+                notes=string(1024 * 1024))
+#: ``DELETE /api/v1/checkpoints`` (v1DeleteCheckpointsRequest).
+DELETE_CHECKPOINTS = obj(("checkpointUuids",), checkpointUuids=array(CHECKPOINT_UUID, 10_000, minItems=1))
 
 _MODEL_FIELDS = ("description", "labels", "metadata", "notes")
 _VERSION_FIELDS = ("name", "comment", "labels", "metadata", "notes")
@@ -109,6 +124,11 @@ def _move(handler: DetHandler, model: ModelRecord, body: dict[str, Any], *, by_i
 class ModelsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_MODEL_REGISTRY, "POST": Perm.CREATE_MODEL_REGISTRY}
 
+    @api(query=[Q("offset", "integer", description="negative: from the end"), Q("limit", "integer", minimum=0),
+                Q("orderBy", enum=ORDER_BY), Q("sortBy", enum=_MODEL_SORT), Q("archived", "boolean"),
+                Q("name"), Q("description"), Q("labels", many=True), Q("users", many=True),
+                Q("userIds", "integer", many=True), Q("workspaceIds", "integer", many=True),
+                Q("workspaceNames", many=True), Q("id", "integer", minimum=0)])
     def get(self) -> None:
         archived = self.get_query_argument("archived", None)
         order = self.get_query_argument("orderBy", "")
@@ -121,7 +141,7 @@ class ModelsHandler(DetHandler):
             user_ids=_ints(self, "userIds") or None,
             workspace_ids=_ints(self, "workspaceIds") or None,
             workspace_names=self.get_query_arguments("workspaceNames") or None,
-            archived=None if archived in (None, "") else archived.lower() in ("1", "true"),
+            archived=None if archived in (None, "") else self.bool_arg("archived"),
             model_id=self.int_arg("id"),
             sort_by=self.get_query_argument("sortBy", ""),
             descending=order == "ORDER_BY_DESC",
@@ -131,6 +151,8 @@ class ModelsHandler(DetHandler):
         self.send({"models": [model_json(m) for m in models],
                    "pagination": ser.pagination(start, self.int_arg("limit", 0) or 0, total, len(models))})
 
+    @api(body=obj(("name",), name=MODEL_NAME, workspaceId=ident(), workspaceName=string(), **_MODEL),
+         body_required=True, errors=(409,))
     def post(self) -> None:
         body = self.body_json()
         models = self.master.models
@@ -145,9 +167,11 @@ class ModelHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_MODEL_REGISTRY, "PATCH": Perm.EDIT_MODEL_REGISTRY,
                    "DELETE": Perm.DELETE_MODEL_REGISTRY}
 
+    @api()
     def get(self, ident: str) -> None:
         self.send({"model": model_json(find_model(self, ident))})
 
+    @api(body=obj(name=MODEL_NAME, workspaceId=ident(), workspaceName=string(), **_MODEL), errors=(409,))
     def patch(self, ident: str) -> None:
         """``v1PatchModel``; a workspaceId or workspaceName moves it (the stock SDK's
         ``move_to_workspace``)."""
@@ -159,6 +183,7 @@ class ModelHandler(DetHandler):
         model = self.master.models.update(self.master.models.get(model.id), fields)
         self.send({"model": model_json(model)})
 
+    @api()
     def delete(self, ident: str) -> None:
         self.master.models.delete(find_model(self, ident))
         self.send({})
@@ -167,6 +192,7 @@ class ModelHandler(DetHandler):
 class ModelArchiveHandler(DetHandler):
     permissions = {"POST": Perm.EDIT_MODEL_REGISTRY}
 
+    @api()
     def post(self, ident: str, verb: str) -> None:
         self.master.models.set_archived(find_model(self, ident), verb == "archive")
         self.send({})
@@ -177,12 +203,11 @@ class ModelMoveHandler(DetHandler):
 
     permissions = {"POST": Perm.DELETE_MODEL_REGISTRY}
 
+    @api(body=obj(("destinationWorkspaceId",), destinationWorkspaceId=integer(1), modelName=string()),
+         body_required=True, errors=(409,))
     def post(self, ident: str) -> None:
         model = find_model(self, ident)  # authorized before the body is read
         body = self.body_json()
-        dest = body.get("destinationWorkspaceId")
-        if not isinstance(dest, int) or isinstance(dest, bool) or dest < 1:
-            raise InvalidRequest("destinationWorkspaceId must be a workspace id (an integer >= 1)")
         _move(self, model, body, by_id="destinationWorkspaceId")
         self.send({})
 
@@ -190,6 +215,7 @@ class ModelMoveHandler(DetHandler):
 class ModelLabelsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_MODEL_REGISTRY}
 
+    @api(query=[Q("workspaceId", "integer", minimum=0)])
     def get(self) -> None:
         labels = self.master.models.labels(self.visible_workspaces(), self.int_arg("workspaceId"))
         self.send({"labels": labels})
@@ -200,6 +226,8 @@ class ModelLabelsHandler(DetHandler):
 class ModelVersionsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_MODEL_REGISTRY, "POST": Perm.EDIT_MODEL_REGISTRY}
 
+    @api(query=[Q("offset", "integer", description="negative: from the end"), Q("limit", "integer", minimum=0),
+                Q("orderBy", enum=ORDER_BY), Q("sortBy", enum=_VERSION_SORT)])
     def get(self, ident: str) -> None:
         model = find_model(self, ident)
         limit = self.int_arg("limit", 0) or 0
@@ -211,12 +239,12 @@ class ModelVersionsHandler(DetHandler):
                    "modelVersions": [version_json(self, v) for v in versions],
                    "pagination": ser.pagination(start, limit, total, len(versions))})
 
+    @api(body=obj(("checkpointUuid",), checkpointUuid=CHECKPOINT_UUID, modelName=string(), **_VERSION),
+         body_required=True, errors=(409,))
     def post(self, ident: str) -> None:
         model = find_model(self, ident)  # authorized before the body is read
         body = self.body_json()
-        uuid = body.get("checkpointUuid")
-        if not isinstance(uuid, str) or not uuid:
-            raise InvalidRequest("checkpointUuid is required: the uuid of the checkpoint to register")
+        uuid = body["checkpointUuid"]
         fields = check_fields(body, _VERSION_FIELDS)
         self.authorize_checkpoint(uuid, Perm.VIEW_EXPERIMENT_ARTIFACTS)
         version = self.master.models.register(model, self.user.id, uuid, fields)
@@ -227,11 +255,13 @@ class ModelVersionHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_MODEL_REGISTRY, "PATCH": Perm.EDIT_MODEL_REGISTRY,
                    "DELETE": Perm.DELETE_MODEL_VERSION}
 
+    @api()
     def get(self, ident: str, number: str) -> None:
         model = find_model(self, ident)
         version = self.master.models.version(model, _version_number(number))
         self.send({"modelVersion": version_json(self, version)})
 
+    @api(body=obj(checkpoint=obj(uuid=string(64)), **_VERSION))
     def patch(self, ident: str, number: str) -> None:
         body = self.body_json()
         fields = check_fields(body, _VERSION_FIELDS)
@@ -244,6 +274,7 @@ class ModelVersionHandler(DetHandler):
         version = self.master.models.update_version(model, current.version, fields)
         self.send({"modelVersion": version_json(self, version)})
 
+    @api()
     def delete(self, ident: str, number: str) -> None:
         model = find_model(self, ident)
         self.master.models.delete_version(model, _version_number(number))
@@ -253,10 +284,7 @@ class ModelVersionHandler(DetHandler):
 # -- deleting checkpoints ----------------------------------------------------------------
 
 def _uuids(body: dict[str, Any]) -> list[str]:
-    uuids = body.get("checkpointUuids")
-    if not isinstance(uuids, list) or not uuids or not all(isinstance(u, str) and u for u in uuids):
-        raise InvalidRequest("checkpointUuids must be a non-empty list of checkpoint uuids")
-    return uuids
+    return body["checkpointUuids"]
 
 
 def delete_checkpoints(handler: DetHandler) -> None:
@@ -276,12 +304,12 @@ class CheckpointsRemoveHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
 
+    @api(body=obj(("checkpointUuids",), checkpointUuids=DELETE_CHECKPOINTS["properties"]["checkpointUuids"],
+                  checkpointGlobs=array(string(), 1000)), body_required=True, errors=(409,))
     async def post(self) -> None:
         body = self.body_json()
         uuids = _uuids(body)
         globs = body.get("checkpointGlobs") or []
-        if not isinstance(globs, list):
-            raise InvalidRequest("checkpointGlobs must be a list of globs")
         for uuid in uuids:
             self.authorize_checkpoint(uuid, Perm.UPDATE_EXPERIMENT)
         gc = self.master.checkpoint_gc

@@ -9,8 +9,10 @@ from typing import Any
 from ..errors import InvalidRequest
 from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
+from ._api import BOOL, Q, api, echo, obj, string
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._commands import command_json
+from ._wire import LAUNCH, PRIORITY
 
 
 def notebook_json(row: Any, ready: bool, proxy_url: str | None = None) -> dict[str, Any]:
@@ -53,8 +55,6 @@ def launch_workspace(handler: DetHandler, body: dict[str, Any]) -> int:
     """The workspace a task is launched into (``workspaceId``, default Uncategorized), once
     the caller may create tasks there."""
     ws = body.get("workspaceId") or 1
-    if not isinstance(ws, int) or isinstance(ws, bool):
-        raise InvalidRequest("workspaceId must be an integer")
     handler.authorize_workspace(ws, Perm.CREATE_NSC)
     return ws
 
@@ -65,11 +65,7 @@ def launch_request(handler: DetHandler, what: str) -> tuple[dict[str, Any], list
     body = handler.body_json()
     workspace = launch_workspace(handler, body)
     files = body.get("files") or []
-    if not isinstance(files, list):
-        raise InvalidRequest(f"files must be a list of files ({what} context)")
     config = body.get("config") or {}
-    if not isinstance(config, dict):
-        raise InvalidRequest(f"config must be an object ({what} task config)")
     from ._templates import expand_config, launch_template_name
 
     template = launch_template_name(body)
@@ -112,12 +108,14 @@ class NotebooksHandler(DetHandler):
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
+    @api(query=[Q("users", many=True)])
     def get(self) -> None:
         rows = listed(self, "NOTEBOOK")
         ready = self.master.notebooks.ready
         self.send({"notebooks": [notebook_json(r, r.task_id in ready, task_proxy_url(self, r.task_id))
                                  for r in rows]})
 
+    @api(body=LAUNCH)
     def post(self) -> None:
         config, files, workspace = launch_request(self, "the notebook's")
         row = self.master.commands.launch(self.user, config, files, kind="NOTEBOOK", workspace_id=workspace)
@@ -129,6 +127,7 @@ class NotebooksHandler(DetHandler):
 class NotebookHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_NSC}
 
+    @api()
     def get(self, task_id: str) -> None:
         self.authorize_task(task_id)
         row = self.master.notebooks.visible(self.user, task_id)
@@ -141,6 +140,7 @@ class NotebookHandler(DetHandler):
 class NotebookKillHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
+    @api()
     def post(self, task_id: str) -> None:
         row = kill_proxied(self, task_id, "NOTEBOOK")
         self.send({"notebook": notebook_json(row, False)})
@@ -151,6 +151,7 @@ class NotebookPriorityHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_NSC}
 
+    @api(body=PRIORITY)
     def post(self, task_id: str) -> None:
         row = set_proxied_priority(self, task_id, "NOTEBOOK")
         self.send({"notebook": notebook_json(row, task_id in self.master.notebooks.ready)})
@@ -165,13 +166,12 @@ class NotebookReportIdleHandler(DetHandler):
     permissions = {"PUT": Perm.UPDATE_NSC}
     allow_task = True
 
+    @api(body=obj(idle=BOOL, notebookId=echo(string(), "task_id")))
     def put(self, task_id: str) -> None:
         self.require_task(task_id)
         self.authorize_task(task_id)
         body = self.body_json()
-        idle = body.get("idle", False)
-        if not isinstance(idle, bool):
-            raise InvalidRequest(f"idle must be true or false, got {str(idle)[:40]!r}")
+        idle = bool(body.get("idle"))
         named = body.get("notebookId")
         if named not in (None, "", task_id):
             raise InvalidRequest(f"notebookId {str(named)[:60]!r} does not match the path's {task_id}")

@@ -17,7 +17,7 @@ from tornado import web, websocket
 
 from .. import __version__
 from ..services.authz import CLUSTER_ONLY, VIEW_OF, Perm
-from ._api import COMMON, REASONS, spec_of
+from ._api import COMMON, REASONS, api, spec_of
 from ._base import DetHandler, implemented_verbs
 
 VERBS = ("get", "post", "put", "patch", "delete")
@@ -93,11 +93,14 @@ def _json_response(description: str, schema: dict[str, Any] | None = None) -> di
 def _declared(handler: type, verb: str, op: dict[str, Any], *, authenticated: bool) -> None:
     """Parameters, request body and statuses, from the verb's ``@api`` declaration."""
     spec = spec_of(handler, verb)
-    if spec.query:
-        op["parameters"] = [{"name": q.name, "in": "query", "required": q.required, "schema": q.schema(),
-                             **({"style": "form", "explode": True} if q.many else {}),
-                             **({"description": q.description} if q.description else {})}
-                            for q in spec.query]
+    params = [{"name": name, "in": "path", "required": True, "schema": schema}
+              for name, schema in (spec.path or {}).items()]
+    params += [{"name": q.name, "in": "query", "required": q.required, "schema": q.schema(),
+                **({"style": "form", "explode": True} if q.many else {}),
+                **({"description": q.description} if q.description else {})}
+               for q in spec.query]
+    if params:
+        op["parameters"] = params
     if spec.body is not None:
         op["requestBody"] = {"required": spec.body_required,
                              "content": {"application/json": {"schema": spec.body}}}
@@ -144,6 +147,28 @@ def operation(handler: type, verb: str) -> dict[str, Any]:
     return op
 
 
+def _hoist(doc: dict[str, Any]) -> dict[str, Any]:
+    """Each titled schema (a name's or a password's rules: patterns of thousands of
+    characters) once, in ``components.schemas``, and ``$ref`` to it where it is used."""
+    found: dict[str, Any] = doc["components"]["schemas"]
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        title = node.get("title")
+        if isinstance(title, str) and node.get("type") == "string" and "pattern" in node:
+            key = title + ("Nullable" if node.get("nullable") else "")
+            found.setdefault(key, node)
+            if found[key] == node:
+                return {"$ref": f"#/components/schemas/{key}"}
+        return {k: walk(v) for k, v in node.items()}
+
+    doc["paths"] = walk(doc["paths"])
+    return doc
+
+
 def build(routes: list[tuple[str, Any]]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for pattern, handler in routes:
@@ -160,7 +185,7 @@ def build(routes: list[tuple[str, Any]]) -> dict[str, Any]:
             if issubclass(handler, websocket.WebSocketHandler):
                 op["x-det-websocket"] = True
             item[verb] = op
-    return {
+    return _hoist({
         "openapi": "3.0.3",
         "info": {"title": "det-jupyter master API", "version": __version__,
                  "description": "Determined 0.38.1's REST protocol as det-jupyter serves it."},
@@ -171,7 +196,7 @@ def build(routes: list[tuple[str, Any]]) -> dict[str, Any]:
             "agentToken": {"type": "http", "scheme": "bearer"},
             "jupyterToken": {"type": "apiKey", "in": "header", "name": "Authorization"},
         }, "schemas": {"Error": ERROR_SCHEMA}},
-    }
+    })
 
 
 class OpenApiHandler(DetHandler):
@@ -180,11 +205,13 @@ class OpenApiHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED}
     _doc: str | None = None
 
+    @api()
     def get(self) -> None:
         if OpenApiHandler._doc is None:
             import json
 
             from .routes import ROUTES
 
-            OpenApiHandler._doc = json.dumps(build(ROUTES), separators=(",", ":"))
+            # Patterns spell out Unicode ranges: as UTF-8 they are a third of their \u escapes.
+            OpenApiHandler._doc = json.dumps(build(ROUTES), separators=(",", ":"), ensure_ascii=False)
         self.send_text(OpenApiHandler._doc)

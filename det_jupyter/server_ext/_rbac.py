@@ -13,7 +13,25 @@ from ..errors import Forbidden, InvalidRequest, NotFound
 from ..services.authz import CLUSTER_ONLY, ROLE_BY_ID, ROLE_IDS, ROLES, Perm
 from ..services.rbac import Assignment
 from . import _serialize as ser
+from ._api import api, array, integer, obj, service_checked
 from ._base import DetHandler
+
+_PAGE = obj(offset=integer(0), limit=integer(0))
+
+
+def _assignment(who: str) -> dict[str, Any]:
+    """A ``v1UserRoleAssignment`` / ``v1GroupRoleAssignment``: on a workspace
+    (``scopeWorkspaceId``) a role that may be given there, else on the cluster one that may."""
+    def scoped(on_ws: bool) -> dict[str, Any]:
+        ids = sorted(ROLE_IDS[n] for n, (_, ws, cluster) in ROLES.items() if (ws if on_ws else cluster))
+        scope = integer(0) if on_ws else {"type": "integer", "nullable": True, "enum": [None]}
+        return {"type": "object", "required": ["roleAssignment"], "properties": {"roleAssignment": {
+            "type": "object", "required": ["role", *(["scopeWorkspaceId"] if on_ws else [])],
+            "properties": {"role": {"type": "object", "required": ["roleId"],
+                                    "properties": {"roleId": {"type": "integer", "enum": ids}}},
+                           "scopeWorkspaceId": scope}}}}
+    return service_checked({"type": "object", "required": [who], "properties": {who: integer()},
+                            "anyOf": [scoped(True), scoped(False)]})
 
 
 def permission_json(p: Perm) -> dict[str, Any]:
@@ -74,6 +92,7 @@ class ListRolesHandler(DetHandler):
 
     permissions = {"POST": Perm.AUTHENTICATED}
 
+    @api(body=_PAGE)
     def post(self) -> None:
         _page(self, sorted(ROLES, key=ROLE_IDS.__getitem__))
 
@@ -84,6 +103,7 @@ class AssignableRolesHandler(DetHandler):
 
     permissions = {"POST": Perm.AUTHENTICATED}
 
+    @api(body=obj(workspaceId=integer(), **_PAGE["properties"]))
     def post(self) -> None:
         on_ws = self.body_json().get("workspaceId") is not None
         _page(self, [n for n in sorted(ROLES, key=ROLE_IDS.__getitem__) if ROLES[n][1 if on_ws else 2]])
@@ -95,10 +115,9 @@ class RolesByIdHandler(DetHandler):
 
     permissions = {"POST": Perm.AUTHENTICATED}
 
+    @api(body=obj(roleIds=array(integer(), 100)))
     def post(self) -> None:
         ids = self.body_json().get("roleIds") or []
-        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-            raise InvalidRequest("roleIds must be a list of integers")
         unknown = [i for i in ids if i not in ROLE_BY_ID]
         if unknown:
             raise NotFound(f"no role with id {unknown[0]}; det rbac list-roles shows them")
@@ -120,6 +139,7 @@ class UserRolesHandler(DetHandler):
 
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api()
     def get(self, user_id: str) -> None:
         uid = int(user_id)
         if uid != self.user.id and not self.grants.can(Perm.ADMINISTRATE_USER):
@@ -134,6 +154,7 @@ class UserRolesHandler(DetHandler):
 class GroupRolesHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api()
     def get(self, group_id: str) -> None:
         gid = int(group_id)
         rbac = self.master.rbac
@@ -149,6 +170,7 @@ class PermissionsSummaryHandler(DetHandler):
 
     permissions = {"GET": Perm.AUTHENTICATED}
 
+    @api()
     def get(self) -> None:
         rbac = self.master.rbac
         found = rbac.assignments(user_id=self.user.id)
@@ -163,6 +185,7 @@ class WorkspaceRolesHandler(DetHandler):
 
     permissions = {"GET": Perm.VIEW_WORKSPACE}
 
+    @api()
     def get(self, workspace_id: str) -> None:
         ws = int(workspace_id)
         self.authorize_workspace(ws)
@@ -181,6 +204,11 @@ class AssignmentsHandler(DetHandler):
 
     permissions = {"POST": Perm.ASSIGN_ROLES}
 
+    @api(body={**obj(userRoleAssignments=array(_assignment("userId"), 1000),
+                     groupRoleAssignments=array(_assignment("groupId"), 1000)),
+               "anyOf": [service_checked({"required": [key], "properties": {key: {"minItems": 1}}})
+                         for key in ("userRoleAssignments", "groupRoleAssignments")]},
+         body_required=True, errors=(409,))
     def post(self, verb: str) -> None:
         body = self.body_json()
         wanted = []

@@ -26,9 +26,11 @@ from ..errors import DetError, NotFound
 from ..services._shells import PUBLIC_KEY, public_config, ssh_username
 from ..services.auth import User
 from ..services.authz import Perm
+from ._api import Q, api
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._commands import command_json
 from ._notebooks import kill_proxied, launch_request, launch_warnings, listed, set_proxied_priority
+from ._wire import LAUNCH, PRIORITY
 
 log = logging.getLogger("det_jupyter.tunnel")
 
@@ -68,12 +70,14 @@ class ShellsHandler(DetHandler):
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
+    @api(query=[Q("users", many=True)])
     def get(self) -> None:
         rows = listed(self, KIND)
         ready = self.master.notebooks.ready
         # Listings never carry private keys, not even the caller's own: GET one shell for it.
         self.send({"shells": [shell_json(r, r.task_id in ready, None) for r in rows]})
 
+    @api(body=LAUNCH, errors=(503,))
     def post(self) -> None:
         config, files, workspace = launch_request(self, "the shell's")
         row = self.master.commands.launch(self.user, config, files, kind=KIND, workspace_id=workspace)
@@ -85,6 +89,7 @@ class ShellsHandler(DetHandler):
 class ShellHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_NSC}
 
+    @api(errors=(503,))
     def get(self, task_id: str) -> None:
         self.authorize_task(task_id)
         row = self.master.notebooks.visible(self.user, task_id, KIND)
@@ -96,6 +101,7 @@ class ShellHandler(DetHandler):
 class ShellKillHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
+    @api(errors=(503,))
     def post(self, task_id: str) -> None:
         row = kill_proxied(self, task_id, KIND)
         self.send({"shell": shell_json(row, False, owners_key(self, row))})
@@ -106,6 +112,7 @@ class ShellPriorityHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_NSC}
 
+    @api(body=PRIORITY, errors=(503,))
     def post(self, task_id: str) -> None:
         row = set_proxied_priority(self, task_id, KIND)
         ready = task_id in self.master.notebooks.ready

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from ..config import tgz_to_b64
-from ..errors import InvalidRequest, NotFound
+from ..errors import Forbidden, NotFound
 from ..services.auth import AllocationPrincipal
 from ..services.authz import Perm
 from . import _models
 from . import _serialize as ser
+from ._api import ANY, ANY_OBJECT, ORDER_BY, Q, api, array, dict_of, integer, obj, string
 from ._base import DetHandler
+from ._wire import CHECKPOINT_STATES, LOG_LEVELS
+
+#: ``v1TaskLog``, as the stock log shipper sends it (and its snake_case forms).
+TASK_LOG = obj(("taskId", "log"), taskId=string(), log=string(64 * 1024 * 1024), allocationId=string(),
+               agentId=string(), agent_id=string(), containerId=string(), rankId=integer(), rank_id=integer(),
+               level={"type": "string", "enum": list(LOG_LEVELS)}, stdtype=string(), source=string(),
+               timestamp=string(64), id=integer())
+#: ``v1Checkpoint`` as a task reports it (``checkpoint.upload``).
+CHECKPOINT_FIELDS = dict(
+    uuid=string(64, min_length=1), allocationId=string(), taskId=string(), reportTime=string(64),
+    metadata=ANY_OBJECT, resources=dict_of({"anyOf": [{"type": "string"}, {"type": "integer"}]}),
+    state={"type": "string", "enum": list(CHECKPOINT_STATES)}, training=ANY_OBJECT, storageId=integer())
 
 MAX_LONG_POLL_S = 600.0
 
@@ -46,6 +59,7 @@ class TaskContextHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
     allow_task = True
 
+    @api()
     def get(self, task_id: str) -> None:
         self.require_task(task_id)
         authorize_task(self, task_id)
@@ -62,6 +76,7 @@ class TaskLogsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
     allow_task = True
 
+    @api(query=[Q("follow", "boolean"), Q("limit", "integer", minimum=0), Q("orderBy", enum=ORDER_BY)])
     async def get(self, task_id: str) -> None:
         self.require_task(task_id)
         authorize_task(self, task_id)
@@ -100,16 +115,15 @@ class PostTaskLogsHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(body=obj(("logs",), logs=array(TASK_LOG, 100_000)), body_required=True)
     async def post(self) -> None:
-        logs = (await self.body_json_async()).get("logs")
-        if not isinstance(logs, list):
-            raise InvalidRequest("logs must be a list")
+        logs = (await self.body_json_async())["logs"]
         p = self.principal
         if isinstance(p, AllocationPrincipal):
             self.mark_checked()  # a task's own logs
             self.master.logs.append_shipped(p.task_id, p.allocation_id, p.trial_id, logs)
         else:
-            entries = [e for e in logs if isinstance(e, dict) and isinstance(e.get("taskId"), str)]
+            entries = logs
             for task_id in sorted({e["taskId"] for e in entries}):
                 authorize_task(self, task_id)  # all checked before any is written
             self.mark_checked()
@@ -124,14 +138,14 @@ class PreemptionSignalHandler(DetHandler):
     permissions = {"GET": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(query=[Q("timeout_seconds", "integer", minimum=0, description=f"at most {MAX_LONG_POLL_S:g} s is waited"),
+                Q("timeoutSeconds", "integer", minimum=0, description="the same (the binding's name)")])
     async def get(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
         authorize_allocation(self, allocation_id)
-        raw = self.get_query_argument("timeout_seconds", None) or self.get_query_argument("timeoutSeconds", "0")
-        try:
-            timeout = max(0.0, min(float(raw), MAX_LONG_POLL_S))
-        except ValueError:
-            raise InvalidRequest("timeout_seconds must be a number") from None
+        raw = self.int_arg("timeout_seconds")
+        raw = self.int_arg("timeoutSeconds", 0) if raw is None else raw
+        timeout = min(float(raw or 0), MAX_LONG_POLL_S)
         preempt = await self.master.allocations.wait_preemption(allocation_id, timeout)
         if not self.request.connection.stream.closed():
             self.send({"preempt": preempt})
@@ -141,6 +155,7 @@ class AckPreemptionHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(errors=(409,))
     def post(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
         authorize_allocation(self, allocation_id)
@@ -154,6 +169,7 @@ class AllocationNoopHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api()
     def post(self, allocation_id: str, _what: str) -> None:
         self.require_allocation(allocation_id)
         authorize_allocation(self, allocation_id)
@@ -164,6 +180,7 @@ class RendezvousHandler(DetHandler):
     permissions = {"GET": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api()
     def get(self, allocation_id: str, resources_id: str) -> None:
         """Every container's address and slots, and the rank of the one asking
         (``DET_RESOURCES_ID`` is ``<allocation>.r<rank>``)."""
@@ -187,6 +204,7 @@ class AllGatherHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(body=obj(data=ANY, allocationId=string(), numPeers=integer(), requestUuid=string()))
     def post(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
         authorize_allocation(self, allocation_id)
@@ -200,29 +218,28 @@ class CheckpointsHandler(DetHandler):
                    "DELETE": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(body=_models.DELETE_CHECKPOINTS, body_required=True, errors=(409,))
     def delete(self) -> None:
         _models.delete_checkpoints(self)  # DeleteCheckpoints: users' deletes (see _models)
 
+    @api(body=obj(checkpoint=obj(**CHECKPOINT_FIELDS), **CHECKPOINT_FIELDS), body_required=True)
     def post(self) -> None:
-        body = self.body_json()
-        ckpt = body.get("checkpoint", body)
         p = self.principal
-        trial_id = None
-        task_id = ckpt.get("taskId")
-        alloc_id = ckpt.get("allocationId")
-        if isinstance(p, AllocationPrincipal):
-            trial_id, task_id, alloc_id = p.trial_id, p.task_id, p.allocation_id
-            self.mark_checked()  # its own checkpoint
-        else:
-            raise InvalidRequest("checkpoints are reported by the task that wrote them")
+        if not isinstance(p, AllocationPrincipal):
+            raise Forbidden("checkpoints are reported by the task that wrote them (its allocation token)")
+        body = self.body_json()
+        ckpt = body.get("checkpoint") or body
+        trial_id, task_id, alloc_id = p.trial_id, p.task_id, p.allocation_id
+        self.mark_checked()  # its own checkpoint
         self.master.checkpoints.report(ckpt, trial_id=trial_id, task_id=task_id, allocation_id=alloc_id)
         self.send({})
 
+    @api(body=obj(checkpoints=array(obj(("uuid",), uuid=string(64), resources=ANY_OBJECT))))
     def patch(self) -> None:
         # Partial deletes (checkpoint.delete from a task): accepted, nothing removed.
-        self.body_json()
         if not isinstance(self.principal, AllocationPrincipal):
-            raise InvalidRequest("checkpoints are patched by the task that wrote them")
+            raise Forbidden("checkpoints are patched by the task that wrote them (its allocation token)")
+        self.body_json()
         self.mark_checked()
         self.send({})
 
@@ -231,6 +248,7 @@ class CheckpointHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
     allow_task = True
 
+    @api()
     def get(self, uuid: str) -> None:
         row = self.master.checkpoints.get(uuid)
         p = self.principal

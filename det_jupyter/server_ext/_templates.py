@@ -8,17 +8,20 @@ in a list.
 
 from __future__ import annotations
 
-import json
+import asyncio
 from typing import Any
 
 import yaml
 
 from ..config import parse_yaml
+from ..config._merge import merge_template
 from ..errors import InvalidRequest, NotFound
 from ..services.authz import Perm
 from ..services.templates import Template, check_name
 from . import _serialize as ser
+from ._api import ORDER_BY, Q, api, echo, ident, name, obj, service_checked, string
 from ._base import DetHandler
+from ._json import checked_json
 
 DEFAULT_WORKSPACE = 1  # Uncategorized: where a template without a workspace goes, as in 0.38.1
 
@@ -47,11 +50,20 @@ def expand_config(handler: DetHandler, name: str, config: object) -> dict[str, A
     return handler.master.templates.expand(name, config)
 
 
-def expand_config_text(handler: DetHandler, name: str, config_text: str) -> str:
+async def expand_config_text(handler: DetHandler, name: str, config_text: str) -> str:
     """An experiment's YAML config text with template ``name`` merged in, as YAML again (the
-    expanded config is what gets stored, so later template edits do not change it)."""
-    merged = expand_config(handler, name, parse_yaml(config_text))
-    return yaml.safe_dump(merged, sort_keys=False)
+    expanded config is what gets stored, so later template edits do not change it). Parsing,
+    merging and dumping run in threads (a config may be megabytes); the permission check and
+    the template's read stay on the loop."""
+    loop = asyncio.get_running_loop()
+    config = await loop.run_in_executor(None, parse_yaml, config_text)
+    handler.authorize_template(name, Perm.VIEW_TEMPLATES)
+    template = handler.master.templates.get(name).config
+    return await loop.run_in_executor(None, _merged_yaml, template, config)
+
+
+def _merged_yaml(template: dict[str, Any], config: dict[str, Any]) -> str:
+    return yaml.safe_dump(merge_template(template, config), sort_keys=False)
 
 
 def launch_template_name(body: dict[str, Any]) -> str | None:
@@ -78,21 +90,24 @@ def _body_template(handler: DetHandler, name: str) -> tuple[object, int | None]:
     return body["config"], ws or None
 
 
+#: A template's config: a mapping that names no template of its own (``check_template_config``).
+TEMPLATE_CONFIG = service_checked({"type": "object", "not": {"required": ["template"]}})
+_NAME = name(255)
+#: ``v1Template``, checked by ``_body_template`` and the service (their messages name the field).
+TEMPLATE = service_checked(obj(("config",), config=TEMPLATE_CONFIG, name=echo(string(), "name"),
+                               workspaceId=ident()))
+
+
 class TemplatesHandler(DetHandler):
     max_body = 4 * 1024 * 1024
     permissions = {"GET": Perm.VIEW_TEMPLATES}
 
+    @api(query=[Q("offset", "integer", description="negative: from the end"), Q("limit", "integer", minimum=0),
+                Q("orderBy", enum=ORDER_BY), Q("name"), Q("workspaceIds", "integer", many=True)])
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
-        if limit < 0:
-            raise InvalidRequest(f"limit must be 0 (no limit) or more, got {limit}")
-        ws_ids = []
-        for raw in self.get_query_arguments("workspaceIds"):
-            try:
-                ws_ids.append(int(raw))
-            except ValueError:
-                raise InvalidRequest(f"workspaceIds must be integers, got {raw!r}") from None
+        ws_ids = [int(raw) for raw in self.get_query_arguments("workspaceIds") if raw]
         rows, total = self.master.templates.list(
             name=self.get_query_argument("name", None), workspace_ids=ws_ids,
             visible=self.visible_workspaces(), offset=offset, limit=limit,
@@ -108,10 +123,12 @@ class TemplateHandler(DetHandler):
                    "PUT": Perm.CREATE_TEMPLATES, "PATCH": Perm.UPDATE_TEMPLATES,
                    "DELETE": Perm.DELETE_TEMPLATES}
 
+    @api()
     def get(self, name: str) -> None:
         self.authorize_template(name)
         self._send(self.master.templates.get(name))
 
+    @api(path={"name": _NAME}, body=TEMPLATE, body_required=True, errors=(409,))
     def post(self, name: str) -> None:
         """``v1Template`` → a new template (409 if the name is taken anywhere)."""
         check_name(name)
@@ -120,6 +137,7 @@ class TemplateHandler(DetHandler):
         self.authorize_workspace(ws)
         self._send(self.master.templates.create(name, config, ws))
 
+    @api(path={"name": _NAME}, body=TEMPLATE, body_required=True, errors=(409,))
     def put(self, name: str) -> None:
         """Upsert: an existing template gets the body's config (and moves to its workspace
         when one is given); a missing one is created."""
@@ -143,15 +161,15 @@ class TemplateHandler(DetHandler):
             tpl = templates.move(name, ws)
         self._send(tpl)
 
+    @api(body=TEMPLATE_CONFIG, body_required=True)
     def patch(self, name: str) -> None:
         """``PatchTemplateConfig``: the body is the new config itself (an object)."""
         self.authorize_template(name)
-        try:
-            config = json.loads(self.request.body or b"null")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
+        config = checked_json(bytes(self.request.body or b"null"))
+        self.spec.check_body(config)
         self._send(self.master.templates.set_config(name, config))
 
+    @api()
     def delete(self, name: str) -> None:
         self.authorize_template(name)
         self.master.templates.delete(name)
@@ -166,11 +184,11 @@ class TemplateRenameHandler(DetHandler):
 
     permissions = {"PATCH": Perm.UPDATE_TEMPLATES}
 
+    @api(body=obj(("oldName", "newName"), oldName=string(min_length=1), newName=_NAME),
+         body_required=True, errors=(409,))
     def patch(self) -> None:
         body = self.body_json()
-        old, new = body.get("oldName"), body.get("newName")
-        if not isinstance(old, str) or not old:
-            raise InvalidRequest("oldName must name the template to rename")
+        old, new = body["oldName"], body["newName"]
         self.authorize_template(old)
         new = check_name(new)
         self.send({"template": self.master.templates.rename(old, new).to_json()})

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest
 from ..services import tensorboards
 from ..services.authz import Perm
+from ._api import Q, api, array, integer, obj, service_checked
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._notebooks import (
     kill_proxied,
@@ -18,6 +18,7 @@ from ._notebooks import (
     set_proxied_priority,
     task_proxy_url,
 )
+from ._wire import LAUNCH, PRIORITY
 
 KIND = tensorboards.KIND
 
@@ -34,10 +35,10 @@ def tensorboard_json(row: Any, ready: bool, proxy_url: str | None = None) -> dic
 
 
 def _ids(body: dict[str, Any], key: str) -> list[Any]:
-    value = body.get(key) or []
-    if not isinstance(value, list):
-        raise InvalidRequest(f"{key} must be a list of ids")
-    return value
+    return body.get(key) or []
+
+
+_IDS = array(integer(1), 1000)
 
 
 class TensorboardsHandler(DetHandler):
@@ -45,12 +46,15 @@ class TensorboardsHandler(DetHandler):
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
+    @api(query=[Q("users", many=True)])
     def get(self) -> None:
         rows = listed(self, KIND)
         ready = self.master.notebooks.ready
         self.send({"tensorboards": [tensorboard_json(r, r.task_id in ready, task_proxy_url(self, r.task_id))
                                     for r in rows]})
 
+    @api(body={**obj(experimentIds=_IDS, trialIds=_IDS, **LAUNCH["properties"]), "anyOf": [service_checked(
+        {"required": [key], "properties": {key: {"minItems": 1}}}) for key in ("experimentIds", "trialIds")]})
     def post(self) -> None:
         """``v1LaunchTensorboardRequest``: ``experimentIds``, ``trialIds``, ``config``, ``files``."""
         body = self.body_json()
@@ -73,6 +77,7 @@ class TensorboardsHandler(DetHandler):
 class TensorboardHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_NSC}
 
+    @api()
     def get(self, task_id: str) -> None:
         self.authorize_task(task_id)
         row = self.master.notebooks.visible(self.user, task_id, KIND)
@@ -85,6 +90,7 @@ class TensorboardHandler(DetHandler):
 class TensorboardKillHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_NSC}
 
+    @api()
     def post(self, task_id: str) -> None:
         row = kill_proxied(self, task_id, KIND)
         self.send({"tensorboard": tensorboard_json(row, False)})
@@ -95,6 +101,7 @@ class TensorboardPriorityHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_NSC}
 
+    @api(body=PRIORITY)
     def post(self, task_id: str) -> None:
         row = set_proxied_priority(self, task_id, KIND)
         self.send({"tensorboard": tensorboard_json(row, task_id in self.master.notebooks.ready)})

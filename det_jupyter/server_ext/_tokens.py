@@ -12,7 +12,17 @@ from ..errors import InvalidRequest
 from ..services.authz import Perm
 from ..services.tokens import TokenInfo
 from . import _serialize as ser
+from ._api import BOOL, ORDER_BY, Q, api, echo, int64, obj, string
 from ._base import DetHandler
+
+_TOKEN_SORT = ("SORT_BY_UNSPECIFIED", "SORT_BY_USER_ID", "SORT_BY_EXPIRY", "SORT_BY_CREATED_AT",
+               "SORT_BY_TOKEN_TYPE", "SORT_BY_REVOKED", "SORT_BY_DESCRIPTION")
+#: What the document promises to take: -1 (the longest allowed), or whole days or hours up to a
+#: year. The service also takes any Go duration ("1h30m") and a bare number of days.
+LIFESPAN = string(32, pattern="^(?:-1|(?:[1-9]|[1-9][0-9]|[12][0-9][0-9]|3[0-5][0-9]|36[0-5])d|"
+                              "(?:[1-9][0-9]{0,2}|[1-7][0-9]{3}|8[0-6][0-9]{2}|87[0-5][0-9]|8760)h)$",
+                  description="a duration: 30d, 720h, or -1 for the longest allowed (365 days); "
+                              "Go durations such as 1h30m are taken too")
 
 
 def token_info(info: TokenInfo) -> dict[str, Any]:
@@ -37,15 +47,13 @@ class TokensHandler(DetHandler):
 
     permissions = {"GET": Perm.AUTHENTICATED, "POST": Perm.AUTHENTICATED}
 
+    @api(query=[Q("offset", "integer", minimum=0), Q("limit", "integer", minimum=0),
+                Q("tokenIds", "integer", many=True, minimum=0), Q("username"), Q("showInactive", "boolean"),
+                Q("sortBy", enum=_TOKEN_SORT), Q("orderBy", enum=ORDER_BY)])
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
-        ids = []
-        for raw in self.get_query_arguments("tokenIds"):
-            try:
-                ids.append(int(raw))
-            except ValueError:
-                raise InvalidRequest(f"tokenIds must be integers, got {raw!r}") from None
+        ids = [int(raw) for raw in self.get_query_arguments("tokenIds") if raw]
         infos, total = self.master.tokens.list(
             actor=self.user, may_administrate=_may(self),
             username=self.get_query_argument("username", None) or None, token_ids=tuple(ids),
@@ -56,11 +64,12 @@ class TokensHandler(DetHandler):
         self.send({"tokenInfo": [token_info(i) for i in infos],
                    "pagination": ser.pagination(offset, limit, total, len(infos))})
 
+    @api(body=obj(userId=int64(), lifespan=LIFESPAN, description=string(1024)), errors=(409,))
     def post(self) -> None:
         body = self.body_json()
         user_id = body.get("userId")
-        if user_id is not None and (not isinstance(user_id, int) or isinstance(user_id, bool)):
-            raise InvalidRequest("userId must be an integer (a user's id)")
+        if isinstance(user_id, str):
+            user_id = int(user_id)
         token, info = self.master.tokens.create(
             actor=self.user, may_administrate=_may(self), user_id=user_id,
             lifespan=body.get("lifespan"), description=body.get("description"))
@@ -70,17 +79,17 @@ class TokensHandler(DetHandler):
 class TokenHandler(DetHandler):
     permissions = {"GET": Perm.AUTHENTICATED, "PATCH": Perm.AUTHENTICATED}
 
+    @api()
     def get(self, token_id: str) -> None:
         info = self.master.tokens.get(int(token_id), actor=self.user, may_administrate=_may(self))
         self.send({"tokenInfo": token_info(info)})
 
+    @api(body=obj(tokenId=echo(int64(), "token_id"), setRevoked=BOOL, description=string(1024)))
     def patch(self, token_id: str) -> None:
         body = self.body_json()
         revoke = body.get("setRevoked")
-        if revoke is not None and not isinstance(revoke, bool):
-            raise InvalidRequest("setRevoked must be a boolean")
         # 0.38.1's `det token revoke` sends the id as a string.
-        if body.get("tokenId") is not None and str(body["tokenId"]).strip() != str(int(token_id)):
+        if body.get("tokenId") is not None and int(body["tokenId"]) != int(token_id):
             raise InvalidRequest(f"tokenId {body.get('tokenId')!r} in the body does not match "
                                  f"the token {token_id} in the path")
         info = self.master.tokens.patch(

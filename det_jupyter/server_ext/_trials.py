@@ -11,7 +11,16 @@ from ..services._states import TERMINAL, State
 from ..services.authz import Perm
 from ..services.metrics import parse_report, parse_reports
 from . import _serialize as ser
+from ._api import ANY_OBJECT, ORDER_BY, Q, api, array, integer, obj, paging, string
 from ._base import DetHandler
+from ._wire import EXITED_REASONS, METRIC_TYPES
+
+_STEPS = integer(0, 2**31 - 1)
+#: One report: ``v1TrialMetrics``' fields (``metrics`` as ``{avgMetrics, batchMetrics}`` or the
+#: values themselves), or our harness's flat form.
+_METRICS = {"type": "object", "maxProperties": 10_000}
+REPORT = obj(group=string(64), stepsCompleted=_STEPS, metrics=_METRICS, reportTime=string(64),
+             trialId=integer(), trialRunId=integer())
 
 
 def trial_view(handler: DetHandler, trial_id: int) -> Any:
@@ -27,6 +36,7 @@ class TrialHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
     allow_task = True
 
+    @api()
     def get(self, trial_id: str) -> None:
         v = trial_view(self, int(trial_id))
         self.send({"trial": ser.trial(v.row, alloc_states=v.alloc_states)})
@@ -35,6 +45,7 @@ class TrialHandler(DetHandler):
 class TrialKillHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
 
+    @api()
     def post(self, trial_id: str) -> None:
         trial_view(self, int(trial_id))
         self.master.trials.kill_trial(int(trial_id))
@@ -48,14 +59,17 @@ class TrialMetricsHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(body=obj(("group", "metrics"), group=string(64), metrics=obj(
+        ("metrics", "stepsCompleted"), metrics={**obj(avgMetrics=_METRICS, batchMetrics=array(ANY_OBJECT)),
+                                                "maxProperties": 10_000},
+        stepsCompleted=_STEPS, trialId=integer(), trialRunId=integer(), reportTime=string(64))),
+        body_required=True, errors=(409,))
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
         self.authorize_trial(tid)
         body = self.body_json()
-        m = body.get("metrics")
-        if not isinstance(m, dict):
-            raise InvalidRequest("metrics must be a v1TrialMetrics object")
+        m = body["metrics"]
         report = parse_report(
             {"group": body.get("group"), "stepsCompleted": m.get("stepsCompleted"), "metrics": m.get("metrics")},
             time.time(),
@@ -71,6 +85,8 @@ class TrialMetricsBatchHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(body=obj(("reports",), reports=array(REPORT, 20_000), trialRunId=integer()),
+         body_required=True, errors=(409,))
     async def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
@@ -85,13 +101,14 @@ class TrialProgressHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    # Values past [0, 1] are clamped (a raw progress may overshoot).
+    @api(body=obj(("progress",), progress={"type": "number"}, trialId=integer(), isRaw={"type": "boolean"}),
+         body_required=True)
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
         self.authorize_trial(tid)
-        progress = self.body_json().get("progress")
-        if not isinstance(progress, (int, float)) or isinstance(progress, bool):
-            raise InvalidRequest("progress must be a number between 0 and 1")
+        progress = self.body_json()["progress"]
         self.master.trials.set_progress(tid, max(0.0, min(1.0, float(progress))))
         self.send({})
 
@@ -100,13 +117,15 @@ class TrialEarlyExitHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(body=obj(reason={"type": "string", "enum": list(EXITED_REASONS)},
+                  earlyExit=obj(reason={"type": "string", "enum": list(EXITED_REASONS)})), body_required=True)
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
         self.authorize_trial(tid)
         body = self.body_json()
         reason = body.get("reason") or (body.get("earlyExit") or {}).get("reason")
-        if not isinstance(reason, str):
+        if reason is None:
             raise InvalidRequest("reason is required, e.g. EXITED_REASON_INVALID_HP")
         self.master.trials.set_early_exit(tid, reason)
         self.send({})
@@ -116,6 +135,7 @@ class TrialRunnerMetadataHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(body=obj(state=string(4096)))
     def post(self, trial_id: str) -> None:
         tid = int(trial_id)
         self.require_trial(tid)
@@ -129,6 +149,7 @@ class TrialCheckpointsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
     allow_task = True
 
+    @api()
     def get(self, trial_id: str) -> None:
         v = trial_view(self, int(trial_id))
         exp = self.master.experiments.get(v.row.experiment_id)
@@ -144,6 +165,7 @@ class TrialWorkloadsHandler(DetHandler):
     allow_task = True  # a trial's own task, and a TensorBoard over it (require_trial)
     _GROUPS = ("training", "validation")
 
+    @api(query=paging())
     def get(self, trial_id: str) -> None:
         tid = int(trial_id)
         trial_view(self, tid)
@@ -175,6 +197,8 @@ class TrialLogsHandler(DetHandler):
     """NDJSON stream of a trial's logs; with ``follow`` it ends once the trial is over."""
 
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
+
+    @api(query=[Q("follow", "boolean"), Q("limit", "integer", minimum=0), Q("orderBy", enum=ORDER_BY)])
     async def get(self, trial_id: str) -> None:
         tid = int(trial_id)
         trial_view(self, tid)
@@ -207,11 +231,10 @@ class RunsStartHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
+    @api(body=obj(("runId",), runId=integer(0), checkpointStorage=ANY_OBJECT), body_required=True)
     def post(self) -> None:
         body = self.body_json()
-        run_id = body.get("runId")
-        if not isinstance(run_id, int):
-            raise InvalidRequest("runId must be the trial id")
+        run_id = body["runId"]
         self.require_trial(run_id)
         self.authorize_trial(run_id)
         storage = body.get("checkpointStorage")
@@ -222,17 +245,17 @@ class RunMetadataHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "POST": Perm.UPDATE_EXPERIMENT_METADATA}
     allow_task = True
 
+    @api()
     def get(self, run_id: str) -> None:
         rid = int(run_id)
         v = trial_view(self, rid)
         self.send({"metadata": v.row.run_metadata or {}})
 
+    @api(body=obj(("metadata",), metadata=ANY_OBJECT, runId=integer()), body_required=True)
     def post(self, run_id: str) -> None:
         rid = int(run_id)
         trial_view(self, rid)
-        metadata = self.body_json().get("metadata")
-        if not isinstance(metadata, dict):
-            raise InvalidRequest("metadata must be an object")
+        metadata = self.body_json()["metadata"]
         self.master.trials.set_metadata(rid, metadata)
         self.send({"metadata": metadata})
 
@@ -247,12 +270,14 @@ class TimeSeriesHandler(DetHandler):
 
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
 
+    @api(query=[Q("trialIds", "integer", many=True, minimum=0, required=True, max_items=1000),
+                Q("metricType", enum=tuple(METRIC_TYPES)), Q("group", max_length=64),
+                Q("metricNames", many=True, max_items=1000),
+                Q("metricIds", many=True, max_items=1000, pattern="^[^.]*\\.[\\s\\S]+$"),
+                Q("maxDatapoints", "integer", minimum=0), Q("startBatches", "integer"), Q("endBatches", "integer")])
     def get(self) -> None:
-        try:
-            trial_ids = [int(x) for x in self.get_query_arguments("trialIds")]
-        except ValueError:
-            raise InvalidRequest("trialIds must be integers") from None
-        if not trial_ids or len(trial_ids) > 1000:
+        trial_ids = [int(x) for x in self.get_query_arguments("trialIds") if x]
+        if not trial_ids:
             raise InvalidRequest("give between 1 and 1000 trialIds")
         metric_type = self.get_query_argument("metricType", "")
         group = self.get_query_argument("group", "") or _METRIC_TYPES.get(metric_type, "training")
@@ -264,8 +289,6 @@ class TimeSeriesHandler(DetHandler):
             if not name:
                 raise InvalidRequest(f"metricIds must look like group.name, got {mid!r}")
             wanted.setdefault(g, []).append(name)
-        if not wanted:
-            raise InvalidRequest("name the metrics: metricNames (with group) or metricIds")
         max_points = self.int_arg("maxDatapoints", 0) or 0
         start, end = self.int_arg("startBatches"), self.int_arg("endBatches")
         histories = None
@@ -276,7 +299,9 @@ class TimeSeriesHandler(DetHandler):
             views, histories = self.master.views.trials_with_history(trial_ids, *asked[0])
         else:
             views, _ = self.master.views.trials(trial_ids=trial_ids, count=False)
-        views = [v for v in views if self._may_see(v.row.experiment_id)]  # others' trials: as if absent
+        # Others' trials: as if absent. Filtering is the check, also when no trial is found.
+        self.mark_checked()
+        views = [v for v in views if self._may_see(v.row.experiment_id)]
         found = [v.row.id for v in views]
         # The views' rows (by id: every column) give what the stored series are checked against.
         known = [(v.row.id, v.row.summary, v.row.report_counts) for v in views]
@@ -299,5 +324,4 @@ class TimeSeriesHandler(DetHandler):
 
     def _may_see(self, experiment_id: int) -> bool:
         # By experiment, not trial: the lookup is cached, and a chart's trials share a few.
-        self.mark_checked()
         return self.grants.can(self.perm, self.master.rbac.workspace_of_experiment(experiment_id))

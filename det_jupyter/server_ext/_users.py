@@ -2,14 +2,61 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..errors import InvalidRequest
 from ..services.authz import Perm
+from ..services.users import MAX_ID as MAX_HOST_ID
 from ..services.users import UserPatch, parse_agent_user_group
 from . import _serialize as ser
+from ._api import (
+    BOOL,
+    ORDER_BY,
+    Q,
+    api,
+    integer,
+    obj,
+    password,
+    service_checked,
+    string,
+    text,
+    username,
+)
 from ._base import DetHandler, _bearer
+from ._json import checked_json
+
+_ACCOUNT = "^[A-Za-z_][A-Za-z0-9_.-]{0,31}$"
+# A uid or gid: 0 to 2**31 - 1, as a number or as ASCII digits (int64-style; str.strip()'s
+# ASCII whitespace around them is dropped).
+_UNDER_2_31 = ("(?:[0-9]{1,9}|1[0-9]{9}|20[0-9]{8}|21[0-3][0-9]{7}|214[0-6][0-9]{6}|2147[0-3][0-9]{5}|"
+               "21474[0-7][0-9]{4}|214748[0-2][0-9]{3}|2147483[0-5][0-9]{2}|21474836[0-3][0-9]|214748364[0-7])")
+_WS = "[\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f ]*"
+_HOST_ID = {"anyOf": [integer(0, MAX_HOST_ID - 1), {"type": "string", "pattern": f"^{_WS}0*{_UNDER_2_31}{_WS}$"}]}
+_EMPTY = {"enum": [None, ""], "nullable": True}
+#: ``v1AgentUserGroup``: uid and gid, and optionally the names; every field empty unlinks.
+AGENT_USER_GROUP = service_checked({
+    "type": "object", "additionalProperties": False,
+    "properties": {"agentUid": {}, "agentGid": {},
+                   "agentUser": {"anyOf": [{"type": "string", "pattern": _ACCOUNT}, _EMPTY]},
+                   "agentGroup": {"anyOf": [{"type": "string", "pattern": _ACCOUNT}, _EMPTY]}},
+    "anyOf": [{"required": ["agentUid", "agentGid"], "properties": {"agentUid": _HOST_ID, "agentGid": _HOST_ID}},
+              {"properties": {k: _EMPTY for k in ("agentUid", "agentGid", "agentUser", "agentGroup")}}],
+})
+#: Remote (SSO) users are not supported: ``remote`` may only be false.
+_NOT_REMOTE = {"type": "boolean", "enum": [False]}
+
+
+def _password_rule(*, required: bool) -> list[dict[str, Any]]:
+    """``password`` under ``isHashed``: a client digest (any non-empty string) when true, a
+    plain password under the policy otherwise."""
+    need = ["password"] if required else []
+    return [service_checked(branch) for branch in (
+        {"required": ["isHashed", *need], "properties": {"isHashed": {"type": "boolean", "enum": [True]},
+                                                          "password": string(min_length=1, nullable=not required)}},
+        {**({"required": need} if need else {}),  # OpenAPI 3.0: ``required`` is never empty
+         "properties": {"isHashed": {"type": "boolean", "enum": [False], "nullable": True},
+                        "password": {**password(), "nullable": not required}}},
+    )]
 
 
 def _opt(body: dict[str, Any], key: str, kind: type) -> Any:
@@ -44,12 +91,13 @@ def _own_token(handler: DetHandler) -> str | None:
 
 
 def _tri(handler: DetHandler, name: str) -> bool | None:
+    """A boolean query parameter that may be left out (None)."""
     raw = handler.get_query_argument(name, None)
-    if raw in (None, ""):
-        return None
-    if raw.lower() not in ("true", "false", "1", "0"):
-        raise InvalidRequest(f"query parameter {name} must be true or false, got {raw!r}")
-    return raw.lower() in ("true", "1")
+    return None if raw in (None, "") else handler.bool_arg(name)
+
+
+_USER_SORT = ("SORT_BY_UNSPECIFIED", "SORT_BY_USER_NAME", "SORT_BY_NAME", "SORT_BY_DISPLAY_NAME",
+              "SORT_BY_ADMIN", "SORT_BY_ACTIVE", "SORT_BY_MODIFIED_TIME")
 
 
 class UsersHandler(DetHandler):
@@ -58,6 +106,9 @@ class UsersHandler(DetHandler):
 
     permissions = {"GET": Perm.AUTHENTICATED, "POST": Perm.ADMINISTRATE_USER}
 
+    @api(query=[Q("offset", "integer", minimum=0), Q("limit", "integer", minimum=0),
+                Q("active", "boolean"), Q("admin", "boolean"), Q("name"),
+                Q("sortBy", enum=_USER_SORT), Q("orderBy", enum=ORDER_BY)])
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
@@ -70,11 +121,13 @@ class UsersHandler(DetHandler):
         self.send({"users": [ser.user(u) for u in users],
                    "pagination": ser.pagination(offset, limit, total, len(users))})
 
+    @api(body={**obj(("user",), user=obj(
+        ("username",), username=username(), admin=BOOL, active=BOOL, displayName=text(128),
+        remote=_NOT_REMOTE, agentUserGroup=AGENT_USER_GROUP), password=string(), isHashed=BOOL),
+        "anyOf": _password_rule(required=True)}, body_required=True, errors=(409,))
     def post(self) -> None:
         body = self.body_json()
-        spec = body.get("user")
-        if not isinstance(spec, dict):
-            raise InvalidRequest("user must be an object: {username, admin, active, displayName}")
+        spec = body["user"]
         if spec.get("remote"):
             raise InvalidRequest("remote (SSO) users are not supported by det-jupyter; leave "
                                  "remote out")
@@ -97,12 +150,21 @@ class UserHandler(DetHandler):
 
     permissions = {"GET": Perm.AUTHENTICATED, "PATCH": Perm.AUTHENTICATED}
 
+    @api()
     def get(self, user_id: str) -> None:
         self.send({"user": ser.user(self.master.users.get(int(user_id)))})
 
+    @api(body={**obj(username=username(), displayName=text(128), active=BOOL, admin=BOOL,
+                     password=string(), isHashed=BOOL, remote=_NOT_REMOTE, agentUserGroup=AGENT_USER_GROUP),
+               "anyOf": _password_rule(required=False)}, errors=(409,))
     def patch(self, user_id: str) -> None:
+        """``v1PatchUser``; a patch that changes nothing answers the user as it is."""
+        patch = parse_patch(self.body_json())
+        if patch.is_empty():
+            self.send({"user": ser.user(self.master.users.get(int(user_id)))})
+            return
         user = self.master.users.patch(
-            int(user_id), parse_patch(self.body_json()), actor=self.user,
+            int(user_id), patch, actor=self.user,
             may_administrate=self.grants.can(Perm.ADMINISTRATE_USER), keep_token=_own_token(self))
         self.send({"user": ser.user(user)})
 
@@ -113,11 +175,13 @@ class UserPasswordHandler(DetHandler):
 
     permissions = {"POST": Perm.AUTHENTICATED}
 
+    @api(body={"anyOf": [password(), obj(("password",), password=password())]}, body_required=True)
     def post(self, user_id: str) -> None:
-        try:
-            password = json.loads(self.request.body or b"null")
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidRequest("the body must be the new password as a JSON string") from None
+        raw = bytes(self.request.body or b"")
+        if not raw:
+            raise InvalidRequest("the body must be the new password as a JSON string")
+        password = checked_json(raw)
+        self.spec.check_body(password)
         if isinstance(password, dict):  # {"password": ...} is accepted too
             password = password.get("password")
         user = self.master.users.set_password(

@@ -8,6 +8,7 @@ from ..errors import InvalidRequest
 from ..services._workspace_rows import ProjectRecord, WorkspaceRecord
 from ..services.authz import Perm
 from . import _serialize as ser
+from ._api import ORDER_BY, Q, api, echo, ident, name, obj, service_checked, string
 from ._base import DetHandler
 
 _UNSPECIFIED = "WORKSPACE_STATE_UNSPECIFIED"
@@ -45,6 +46,22 @@ def project_json(p: ProjectRecord) -> dict[str, Any]:
     return out
 
 
+_NAME = name(80, padded=True)
+_KEY = service_checked({"type": "string", "pattern": "^[A-Za-z0-9]{1,5}$"})
+#: Unsupported settings may only be left out, null or empty.
+_EMPTY_ONLY = {"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "string", "maxLength": 0}],
+               "nullable": True, "description": "not supported by det-jupyter: leave it out"}
+_WORKSPACE = dict(name=_NAME, **{k: _EMPTY_ONLY for k in _UNSUPPORTED_WS})
+_NOTE = {"type": "object", "properties": {"name": string(), "contents": string(1024 * 1024)}}
+
+
+def _lists(*extra: Q) -> list[Q]:
+    """The query of the workspace and project lists (``_Lists._paging``) and ``extra``."""
+    return [Q("offset", "integer", description="negative: from the end"), Q("limit", "integer"),
+            Q("orderBy", enum=ORDER_BY), Q("sortBy"), Q("users", many=True),
+            Q("userIds", "integer", many=True), Q("archived", "boolean"), Q("name"), *extra]
+
+
 def _unsupported(body: dict[str, Any]) -> None:
     given = [k for k in _UNSUPPORTED_WS if body.get(k) not in (None, {}, "")]
     if given:
@@ -64,20 +81,10 @@ class _Lists(DetHandler):
 
     def _opt_bool(self, name: str) -> bool | None:
         raw = self.get_query_argument(name, None)
-        if raw in (None, ""):
-            return None
-        if raw.lower() not in ("true", "false", "1", "0"):
-            raise InvalidRequest(f"query parameter {name} must be true or false, got {raw!r}")
-        return raw.lower() in ("true", "1")
+        return None if raw in (None, "") else self.bool_arg(name)
 
     def _user_ids(self) -> list[int]:
-        out = []
-        for raw in self.get_query_arguments("userIds"):
-            try:
-                out.append(int(raw))
-            except ValueError:
-                raise InvalidRequest(f"userIds must be integers, got {raw!r}") from None
-        return out
+        return [int(raw) for raw in self.get_query_arguments("userIds") if raw]
 
     def _paging(self) -> dict[str, Any]:
         return {"sort": self.get_query_argument("sortBy", ""),
@@ -94,6 +101,7 @@ class _Lists(DetHandler):
 class WorkspacesHandler(_Lists):
     permissions = {"GET": Perm.VIEW_WORKSPACE, "POST": Perm.CREATE_WORKSPACE}
 
+    @api(query=_lists(Q("nameCaseSensitive"), Q("pinned", "boolean")))
     def get(self) -> None:
         paging = self._paging()
         found, total = self.master.workspaces.list_workspaces(
@@ -102,6 +110,7 @@ class WorkspacesHandler(_Lists):
             pinned=self._opt_bool("pinned"), **paging)
         self._send_page("workspaces", [workspace_json(w) for w in found], total, paging)
 
+    @api(body=obj(("name",), **_WORKSPACE), body_required=True, errors=(409,))
     def post(self) -> None:
         body = self.body_json()
         _unsupported(body)
@@ -115,10 +124,12 @@ class WorkspaceHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_WORKSPACE, "PATCH": Perm.UPDATE_WORKSPACE,
                    "DELETE": Perm.DELETE_WORKSPACE}
 
+    @api()
     def get(self, ws_id: str) -> None:
         self.authorize_workspace(int(ws_id))
         self.send({"workspace": workspace_json(self.master.workspaces.get_workspace(int(ws_id), self.user.id))})
 
+    @api(body=obj(**_WORKSPACE), errors=(409,))
     def patch(self, ws_id: str) -> None:
         wid = int(ws_id)
         self.authorize_workspace(wid)
@@ -129,6 +140,7 @@ class WorkspaceHandler(DetHandler):
         self.send({"workspace": workspace_json(self.master.workspaces.get_workspace(wid, self.user.id)),
                    "namespaceBindings": {}})
 
+    @api(errors=(409,))
     def delete(self, ws_id: str) -> None:
         self.authorize_workspace(int(ws_id))
         self.master.workspaces.delete_workspace(int(ws_id))
@@ -138,6 +150,7 @@ class WorkspaceHandler(DetHandler):
 class WorkspaceArchiveHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_WORKSPACE}
 
+    @api(errors=(409,))
     def post(self, ws_id: str, verb: str) -> None:
         self.authorize_workspace(int(ws_id))
         self.master.workspaces.set_workspace_archived(int(ws_id), verb == "archive")
@@ -149,6 +162,7 @@ class WorkspacePinHandler(DetHandler):
 
     permissions = {"POST": Perm.VIEW_WORKSPACE}
 
+    @api()
     def post(self, ws_id: str, verb: str) -> None:
         self.authorize_workspace(int(ws_id))
         self.master.workspaces.set_pinned(int(ws_id), self.user.id, verb == "pin")
@@ -158,6 +172,7 @@ class WorkspacePinHandler(DetHandler):
 class WorkspaceProjectsHandler(_Lists):
     permissions = {"GET": Perm.VIEW_PROJECT, "POST": Perm.CREATE_PROJECT}
 
+    @api(query=_lists())
     def get(self, ws_id: str) -> None:
         wid = int(ws_id)
         if wid:  # 0: the projects of every workspace the caller sees
@@ -168,6 +183,8 @@ class WorkspaceProjectsHandler(_Lists):
             name=self.get_query_argument("name", None), **paging)
         self._send_page("projects", [project_json(p) for p in found], total, paging)
 
+    @api(body=obj(("name",), name=_NAME, description=string(), key=_KEY, workspaceId=echo(ident(), "ws_id")),
+         body_required=True, errors=(409,))
     def post(self, ws_id: str) -> None:
         wid = int(ws_id)
         self.authorize_workspace(wid)
@@ -182,10 +199,12 @@ class WorkspaceProjectsHandler(_Lists):
 class ProjectHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_PROJECT, "PATCH": Perm.UPDATE_PROJECT, "DELETE": Perm.DELETE_PROJECT}
 
+    @api()
     def get(self, project_id: str) -> None:
         self.authorize_project(int(project_id))
         self.send({"project": project_json(self.master.workspaces.get_project(int(project_id)))})
 
+    @api(body=obj(name=_NAME, description=string(), key=_KEY), errors=(409,))
     def patch(self, project_id: str) -> None:
         pid = int(project_id)
         self.authorize_project(pid)
@@ -194,6 +213,7 @@ class ProjectHandler(DetHandler):
                                              key=body.get("key"))
         self.send({"project": project_json(self.master.workspaces.get_project(pid))})
 
+    @api(errors=(409,))
     def delete(self, project_id: str) -> None:
         self.authorize_project(int(project_id))
         self.master.workspaces.delete_project(int(project_id))
@@ -203,6 +223,7 @@ class ProjectHandler(DetHandler):
 class ProjectArchiveHandler(DetHandler):
     permissions = {"POST": Perm.UPDATE_PROJECT}
 
+    @api(errors=(409,))
     def post(self, project_id: str, verb: str) -> None:
         self.authorize_project(int(project_id))
         self.master.workspaces.set_project_archived(int(project_id), verb == "archive")
@@ -214,11 +235,14 @@ class ProjectNotesHandler(DetHandler):
 
     permissions = {"POST": Perm.UPDATE_PROJECT, "PUT": Perm.UPDATE_PROJECT}
 
+    @api(body={**_NOTE, "required": ["name", "contents"]}, body_required=True, errors=(409,))
     def post(self, project_id: str) -> None:
         self.authorize_project(int(project_id))
         notes = self.master.workspaces.set_notes(int(project_id), self.body_json(), append=True)
         self.send({"notes": notes})
 
+    @api(body=obj(("notes",), notes={"type": "array", "items": _NOTE, "maxItems": 1000},
+                  projectId=echo(ident(), "project_id")), body_required=True, errors=(409,))
     def put(self, project_id: str) -> None:
         self.authorize_project(int(project_id))
         notes = self.master.workspaces.set_notes(int(project_id), self.body_json().get("notes"), append=False)
@@ -230,6 +254,8 @@ class ProjectMoveHandler(DetHandler):
 
     permissions = {"POST": Perm.DELETE_PROJECT}
 
+    @api(body=obj(("destinationWorkspaceId",), destinationWorkspaceId=ident(),
+                  projectId=echo(ident(), "project_id")), body_required=True, errors=(409,))
     def post(self, project_id: str) -> None:
         pid = int(project_id)
         self.authorize_project(pid)

@@ -3,7 +3,8 @@
 One function deletes the rows (in the caller's transaction, children before parents so the
 foreign keys hold on both databases); the files — checkpoint directories and synced
 TensorBoard event files under a ``shared_fs`` storage — are removed only after that
-transaction commits, so a rolled-back delete never loses a checkpoint.
+transaction commits, so a rolled-back delete never loses a checkpoint (``remove_dirs``, or
+``remove_dirs_soon`` in a background thread where a request is waiting).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,9 @@ from .checkpoint_gc import storage_root as gc_storage_root
 log = logging.getLogger("det_jupyter")
 
 _CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's limits
+# One thread removes files after a delete, so a request's answer never waits on the disk
+# (rmtree of a large checkpoint takes seconds) and removals never race each other.
+_REMOVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="det-purge")
 
 
 @dataclass(frozen=True)
@@ -153,3 +158,9 @@ def remove_dirs(doomed: Iterable[Doomed]) -> int:
         except OSError as exc:
             log.warning("could not remove %s of a deleted experiment: %s", path, exc)
     return removed
+
+
+def remove_dirs_soon(doomed: Sequence[Doomed]) -> Future[int]:
+    """``remove_dirs`` in the background (off the event loop: the rows are gone, the files
+    follow); the future gives how many were removed."""
+    return _REMOVER.submit(remove_dirs, list(doomed))

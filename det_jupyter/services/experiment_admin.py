@@ -105,7 +105,8 @@ class ExperimentAdmin:
         self._rbac.invalidate()  # it may now live in another workspace
 
     def delete(self, exp_ids: list[int]) -> None:
-        """Delete ended experiments with every row and file they own (Conflict otherwise)."""
+        """Delete ended experiments with every row and file they own (Conflict otherwise); the
+        files go in a background thread once the rows are gone."""
         with self._engine.begin() as conn:
             for exp_id in exp_ids:
                 self._row(conn, exp_id)
@@ -113,7 +114,7 @@ class ExperimentAdmin:
             doomed = _purge.purge_experiments(conn, exp_ids, self._cluster_id)
         self._rbac.invalidate()
         self._on_deleted()
-        _purge.remove_dirs(doomed)
+        _purge.remove_dirs_soon(doomed)  # the answer does not wait on the disk
 
     # -- bulk -------------------------------------------------------------------------------
 

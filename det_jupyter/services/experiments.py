@@ -12,6 +12,7 @@ import logging
 import secrets
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,6 +31,16 @@ from .auth import User
 
 log = logging.getLogger("det_jupyter")
 _MAX_EXPERIMENT_NAME = 512  # characters a PATCH may set (a one-line name, not a paragraph)
+
+
+@dataclass(frozen=True)
+class PreparedExperiment:
+    """An experiment checked and expanded but not stored (``ExperimentService.prepare``)."""
+
+    config_text: str  # as submitted: stored as its original config
+    config: dict[str, Any]  # expanded, defaults filled
+    tgz: bytes  # the model definition, packed
+    searcher: Any  # search.Searcher, fresh; None when prepared only to validate
 
 
 class ExperimentService:
@@ -57,20 +68,42 @@ class ExperimentService:
         project_id: int | None = None,
         validate_only: bool = False,
     ) -> tuple[sa.Row | None, dict]:
-        """Validate, expand and store an experiment; start its searcher when ``activate``."""
-        raw = expconf.parse_yaml(config_text)
+        """Validate, expand and store an experiment; start its searcher when ``activate``.
+        ``prepare`` then ``store``; a caller on the event loop runs ``prepare`` in a thread."""
+        prepared = self.prepare(config_text, files, validate_only=validate_only)
+        if validate_only:
+            return None, prepared.config
+        return self.get(self.store(user, prepared, activate=activate, project_id=project_id)), prepared.config
+
+    def prepare(self, config_text: str, files: list[dict], *, validate_only: bool = False,
+                raw: dict[str, Any] | None = None) -> PreparedExperiment:
+        """The pure, heavy part of ``create``: parse (unless ``raw``, the text already parsed
+        by ``expconf.parse_yaml``), validate and expand the config, pack the context, make the
+        searcher (not when ``validate_only``). Touches no shared state: safe in a thread."""
+        if raw is None:
+            raw = expconf.parse_yaml(config_text)
         seed = raw.get("reproducibility", {}).get("experiment_seed") if isinstance(raw.get("reproducibility"), dict) else None
         if seed is None:
             seed = secrets.randbelow(2**31)
         config = expconf.expand_experiment_config(raw, self._defaults, seed=seed)
         tgz = expconf.context_to_tgz(files or [])
         if validate_only:
-            return None, config
+            return PreparedExperiment(config_text, config, tgz, None)
         # Make the searcher now so a config it rejects fails the request, not a later event.
         try:
             searcher = search.make_searcher(config["searcher"], config["hyperparameters"], seed)
         except ValueError as exc:
             raise InvalidConfig(f"searcher: {exc}", field="searcher") from exc
+        return PreparedExperiment(config_text, config, tgz, searcher)
+
+    def store(self, user: User, prepared: PreparedExperiment, *, activate: bool = True,
+              project_id: int | None = None) -> int:
+        """Store a prepared experiment (``prepare``, not ``validate_only``) and start its
+        searcher when ``activate``; on the event loop (it writes shared state). Returns its id
+        (not its row: reading back a config of megabytes costs the loop time)."""
+        if prepared.searcher is None:
+            raise ValueError("store needs an experiment prepared without validate_only")
+        config, config_text, tgz, searcher = prepared.config, prepared.config_text, prepared.tgz, prepared.searcher
         job = self._job_values(config)
         now = self._clock.now()
         with self._engine.begin() as conn:
@@ -112,7 +145,7 @@ class ExperimentService:
                 self._log.save(conn, exp_id, force=True)
         self.trials.flush()
         self.on_change()
-        return self.get(exp_id), config
+        return exp_id
 
     def _job_values(self, config: dict) -> dict[str, Any]:
         """The experiment's job settings from ``resources``, its pool checked to exist."""

@@ -3,11 +3,17 @@ and every one declares who may call it (R3: a route without a declaration fails 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 
+import jsonschema
 import pytest
+from tornado import httpclient, httpserver, netutil, web
 
-from det_jupyter.server_ext._openapi import VERBS, _verbs, build, path_template
+from det_jupyter.server_ext._api import _draft4, spec_of
+from det_jupyter.server_ext._base import DetHandler, NotFoundHandler, implemented_verbs
+from det_jupyter.server_ext._openapi import VERBS, _groups, _verbs, build, path_template
 from det_jupyter.server_ext.routes import ROUTES
 
 DOC = build(ROUTES)
@@ -62,3 +68,115 @@ def test_workspace_permissions_name_what_seeing_needs() -> None:
     assert op["x-det-permission"] == "UPDATE_EXPERIMENT_METADATA"
     assert op["x-det-view-permission"] == "VIEW_EXPERIMENT_METADATA"
     assert op["x-det-scope"] == "workspace"
+
+
+# -- declarations: every operation says what it takes and answers (issue 25, part 5) ----------
+
+def _det_operations() -> list[tuple[str, type, str]]:
+    out = []
+    for pattern, handler in ROUTES:
+        if not (isinstance(handler, type) and issubclass(handler, DetHandler)) or handler is NotFoundHandler:
+            continue
+        out.extend((pattern, handler, verb) for verb in _verbs(handler))
+    return out
+
+
+def test_every_operation_of_every_det_route_is_declared() -> None:
+    undeclared = [f"{verb.upper()} {pattern} ({handler.__name__}.{verb})"
+                  for pattern, handler, verb in _det_operations() if not spec_of(handler, verb).declared]
+    assert not undeclared, f"add @api(...) to: {undeclared}"
+    assert len(_det_operations()) >= 130
+
+
+def test_the_document_is_valid_openapi_3_0() -> None:
+    definitions = pytest.importorskip("schemathesis.specs.openapi.definitions",
+                                      reason="the OpenAPI 3.0 meta-schema ships with schemathesis (test extra)")
+    jsonschema.Draft4Validator(definitions.OPENAPI_30).validate(json.loads(json.dumps(DOC)))
+
+
+def _refs(node: object) -> list[str]:
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "$ref" and isinstance(v, str)] + \
+            [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def test_every_reference_resolves_and_every_operation_id_is_unique() -> None:
+    schemas = DOC["components"]["schemas"]
+    missing = {r for r in _refs(DOC) if r.removeprefix("#/components/schemas/") not in schemas}
+    assert not missing
+    ids = [op["operationId"] for _, _, op in _operations()]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("pattern,handler,verb", _det_operations(),
+                         ids=lambda x: x.__name__ if isinstance(x, type) else str(x))
+def test_each_declaration_is_a_usable_schema(pattern: str, handler: type, verb: str) -> None:
+    spec = spec_of(handler, verb)
+    if spec.body is not None:
+        jsonschema.Draft4Validator.check_schema(_draft4(spec.body))
+    for q in spec.query:
+        jsonschema.Draft4Validator.check_schema(q.schema())
+    if spec.body is not None and verb == "get":
+        pytest.fail(f"GET {pattern} declares a request body")
+
+
+def test_every_documented_error_has_the_error_body() -> None:
+    for path, verb, op in _operations():
+        if op.get("x-det-websocket") or op.get("x-det-permission") in ("AGENT_TOKEN", "JUPYTER_SERVER_USER"):
+            continue
+        for code, resp in op["responses"].items():
+            if code.startswith(("4", "5")):
+                schema = resp["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/Error"}, f"{verb} {path} {code}"
+        if not op.get("x-det-public"):
+            assert {"400", "401", "403", "404"} <= set(op["responses"]), f"{verb} {path}"
+
+
+def _sample_path(pattern: str) -> str:
+    """A concrete path for a route pattern: ids 1, names ``x``, the first of an alternation."""
+    out, last = [], 0
+    for a, b in _groups(pattern):
+        body = pattern[a + 1:b - 1]
+        sample = "1" if "0-9" in body or "\\d" in body else (body.split("|")[0] if "|" in body else "x")
+        out.append(pattern[last:a] + sample)
+        last = b
+    return "".join(out) + pattern[last:]
+
+
+def test_a_verb_a_route_lacks_is_a_405_naming_what_it_allows() -> None:
+    """Before any credentials are looked at: a method a route does not implement is a 405 with
+    ``Allow`` (HEAD and OPTIONS included), and a JSON error body."""
+    app = web.Application([(p, h) for p, h in ROUTES
+                           if isinstance(h, type) and issubclass(h, DetHandler) and h is not NotFoundHandler])
+    checked: list[str] = []
+
+    async def main() -> None:
+        sockets = netutil.bind_sockets(0, "127.0.0.1")
+        server = httpserver.HTTPServer(app)
+        server.add_sockets(sockets)
+        base = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"
+        client = httpclient.AsyncHTTPClient(force_instance=True)
+        try:
+            for pattern, handler in [(r.matcher.regex.pattern, r.target) for r in app.wildcard_router.rules]:
+                allowed = implemented_verbs(handler)
+                for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"):
+                    if method.lower() in allowed:
+                        continue
+                    body = b"{}" if method in ("POST", "PUT", "PATCH") else None
+                    resp = await client.fetch(base + _sample_path(pattern.rstrip("$")), method=method,
+                                              body=body, raise_error=False, allow_nonstandard_methods=True)
+                    where = f"{method} {pattern}"
+                    assert resp.code == 405, (where, resp.code, resp.body[:200])
+                    assert resp.headers.get("Allow") == ", ".join(v.upper() for v in allowed), where
+                    if method != "HEAD":
+                        assert json.loads(resp.body)["code"] == 405, where
+                    checked.append(where)
+        finally:
+            client.close()
+            server.stop()
+
+    asyncio.run(main())
+    assert len(checked) > 400
