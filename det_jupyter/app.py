@@ -22,6 +22,7 @@ from .errors import DetError
 from .identity import IDENTITY_ENV, Identity, identity_path, write_identity
 from .rm.config import ResourceConfig, load_master_config, parse_resources
 from .server_ext._access_log import without_unseen_successes
+from .server_ext._jupyter_guard import Guard, OriginPolicy, install, modest_body_limits
 from .server_ext.routes import ROUTES
 from .services._sealed import open_private, private_dir
 from .services.master import Master, MasterSettings, load_or_create_secret
@@ -202,6 +203,7 @@ class DetJupyterApp(ExtensionApp):
                              f"policy: {POLICY_TEXT}); choose another, or unset it to have one "
                              "generated")
         private_dir(self.data_dir)
+        modest_body_limits(self.serverapp)  # before the server builds its HTTP server from them
         token = self.agent_token or env_token or load_or_create_secret(
             os.path.join(self.data_dir, "agent_token")
         )
@@ -300,6 +302,21 @@ class DetJupyterApp(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(ROUTES)
+        self._guard_jupyter_routes()
+
+    def _guard_jupyter_routes(self) -> None:
+        """Jupyter's own routes (every handler built on its ``JupyterHandler``) get a strict
+        origin check and on-site redirects (``server_ext._jupyter_guard``); det's own routes
+        keep their own policy."""
+        from jupyter_server.base.handlers import JupyterHandler
+
+        serverapp = self.serverapp
+        try:
+            policy = OriginPolicy(serverapp.allow_origin, serverapp.allow_origin_pat)
+        except ValueError as exc:
+            raise SystemExit(f"det-jupyter: ServerApp.{exc}") from None
+        det_routes = [pattern for pattern, handler, *_ in ROUTES if not issubclass(handler, JupyterHandler)]
+        install(serverapp.web_app, Guard(policy, det_routes, serverapp.base_url), serverapp.base_url)
 
     def _own_url(self) -> str:
         if self.master_url:

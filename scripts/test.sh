@@ -34,4 +34,4 @@ fi
 export DET_COMPAT_VENV="$DET_VENV"
 
 .venv/bin/ruff check det_jupyter det_agent harness tests
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"

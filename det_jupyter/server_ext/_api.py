@@ -31,6 +31,11 @@ INT64_MAX = 2**63 - 1
 MAX_ID = 2**62
 _INT = re.compile(r"-?[0-9]+")
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+#: The most fields a query string may hold: past it tornado answers a bare 400 before any
+#: handler runs (``HTTPServerRequest``'s ``max_arguments``), so no declaration allows more.
+MAX_QUERY_FIELDS = 1000
+#: The most values a repeatable parameter takes unless its declaration says otherwise.
+DEFAULT_MAX_ITEMS = 100
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,13 @@ class Q:
     #: strings: the longest, and a pattern (Python ``re`` syntax that is also ECMA's)
     max_length: int = 4096
     pattern: str | None = None
-    #: ``many``: the most values
+    #: ``many``: the most values (``DEFAULT_MAX_ITEMS`` unless given)
     max_items: int | None = None
+
+    @property
+    def most(self) -> int:
+        """How many times the parameter may be given."""
+        return 1 if not self.many else DEFAULT_MAX_ITEMS if self.max_items is None else self.max_items
 
     def schema(self) -> dict[str, Any]:
         one: dict[str, Any] = {"type": self.type}
@@ -65,10 +75,7 @@ class Q:
                 one["pattern"] = self.pattern
         if not self.many:
             return one
-        out: dict[str, Any] = {"type": "array", "items": one}
-        if self.max_items is not None:
-            out["maxItems"] = self.max_items
-        return out
+        return {"type": "array", "items": one, "maxItems": self.most}
 
     def parse(self, raw: str) -> Any:
         """One value of this parameter, or InvalidRequest naming it and what it takes."""
@@ -134,8 +141,8 @@ class Api:
                 continue  # unknown parameters are ignored, as grpc-gateway ignores them
             if len(raws) > 1 and not q.many:
                 raise InvalidRequest(f"query parameter {name} may be given once")
-            if q.max_items is not None and len(raws) > q.max_items:
-                raise InvalidRequest(f"query parameter {name} may be given at most {q.max_items} times")
+            if len(raws) > q.most:
+                raise InvalidRequest(f"query parameter {name} may be given at most {q.most} times")
             for raw in raws:
                 try:
                     text = raw.decode("utf-8")
@@ -158,7 +165,15 @@ class Api:
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(body))
         if error is not None:
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-            raise InvalidRequest(f"request body{where}: {_short(error.message)}")
+            if error.validator == "type":
+                kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+                said = " or ".join(_KINDS.get(k, k) for k in kinds if k != "null")
+                got = _what(error.instance)
+                raise InvalidRequest(f"request body{where} must be {said or 'null'} (got {got})")
+            # A limit's message leads with the value, which may be long: say the limit instead.
+            limit = _LIMITS.get(error.validator)
+            message = limit.format(error.validator_value) if limit else _short(error.message)
+            raise InvalidRequest(f"request body{where}: {message}")
 
     def body_keys(self) -> frozenset[str] | None:
         """The top-level keys the body may carry; None: any (no declared properties)."""
@@ -166,6 +181,15 @@ class Api:
             return None
         return frozenset(self.body["properties"])
 
+
+#: The body check's message for a broken limit (jsonschema's quotes the whole value first).
+_LIMITS = {"maxItems": "has more than {} items", "minItems": "has fewer than {} items",
+           "maxLength": "is longer than {} characters", "minLength": "is shorter than {} characters",
+           "maxProperties": "has more than {} keys", "maximum": "is over {}", "minimum": "is under {}"}
+
+#: How a type error names what was expected.
+_KINDS = {"boolean": "true or false", "integer": "an integer", "number": "a number", "string": "a string",
+          "object": "an object", "array": "a list"}
 
 UNDECLARED = Api(declared=False)
 
@@ -206,6 +230,9 @@ def obj(required: tuple[str, ...] = (), **props: dict[str, Any]) -> dict[str, An
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    if "type" in schema and "enum" in schema and None not in schema["enum"]:
+        # OpenAPI 3.0.3: ``nullable`` does not widen an ``enum``; null must be one of its values
+        return {**schema, "nullable": True, "enum": [*schema["enum"], None]}
     if "type" in schema:
         return {**schema, "nullable": True}
     if "anyOf" in schema:
@@ -268,6 +295,17 @@ ANY_OBJECT: dict[str, Any] = {"type": "object"}
 ANY: dict[str, Any] = {}
 #: ``orderBy`` as every list takes it (v1OrderBy).
 ORDER_BY = ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC")
+
+
+def users(max_items: int = 20) -> Q:
+    """``users``: usernames to filter by (``?users=a&users=b``)."""
+    return Q("users", many=True, max_length=_names.MAX_NAME, max_items=max_items)
+
+
+#: The most bytes a query string may take, its values percent-encoded at their longest (12
+#: bytes a character): tornado reads at most 64 KiB of request line and headers, and cuts the
+#: connection past it. The tests hold every declaration under it.
+MAX_QUERY_BYTES = 60_000
 
 
 def paging(*, negative_offset: bool = False) -> list[Q]:
@@ -338,10 +376,11 @@ def name(max_len: int = _names.MAX_NAME, *, all_digits: bool = True, padded: boo
     if padded:
         forms = [dotless, f"{dotless}{edge}", f"\\.{dotless}", f"{edge}{mid}{{1,{max_len - 2}}}{edge}"]
         pattern = "^ *(?:" + "|".join(forms) + ") *$"
-        return service_checked({"title": f"PaddedName{max_len}", "type": "string", "pattern": pattern, **extra})
+        return service_checked({"title": f"PaddedName{max_len}", "type": "string", "format": "det-name",
+                                "pattern": pattern, **extra})
     forms = [dotless, f"{dotless}{edge}", f"\\.{dotless}", f"{edge}{mid}+{edge}"]
-    plain = service_checked({"title": f"Name{max_len}", "type": "string", "minLength": 1, "maxLength": max_len,
-                             "pattern": "^(?:" + "|".join(forms) + ")$"})
+    plain = service_checked({"title": f"Name{max_len}", "type": "string", "format": "det-name", "minLength": 1,
+                             "maxLength": max_len, "pattern": "^(?:" + "|".join(forms) + ")$"})
     if all_digits:
         return {**plain, **extra}
     # ...and some character is not a digit (a pattern that is searched for, not anchored)
@@ -353,8 +392,8 @@ def username(max_len: int = _names.MAX_NAME) -> dict[str, Any]:
     c = _classes()
     edge, dotless = c["edge"], c["edge_nodot"]
     pattern = f"^(?:{dotless}|{dotless}{edge}|\\.{dotless}|{edge}{{3,{max_len}}})$"
-    return service_checked({"title": f"Username{max_len}", "type": "string", "minLength": 1,
-                            "maxLength": max_len, "pattern": pattern})
+    return service_checked({"title": f"Username{max_len}", "type": "string", "format": "det-username",
+                            "minLength": 1, "maxLength": max_len, "pattern": pattern})
 
 
 def text(max_len: int, *, empty: bool = True, **extra: Any) -> dict[str, Any]:
@@ -364,7 +403,7 @@ def text(max_len: int, *, empty: bool = True, **extra: Any) -> dict[str, Any]:
     safe = c["text"]
     body = f"{safe}*" if empty else f"{safe}*{c['text_nonspace']}{safe}*"
     return service_checked({"title": f"{'Text' if empty else 'NonEmptyText'}{max_len}", "type": "string",
-                            "maxLength": max_len, **({} if empty else {"minLength": 1}),
+                            "format": "det-text", "maxLength": max_len, **({} if empty else {"minLength": 1}),
                             "pattern": f"^{body}$", **extra})
 
 
@@ -380,14 +419,21 @@ def password() -> dict[str, Any]:
     kinds = [c["upper"], c["lower"], c["digit"]]
     any_ = "[\\s\\S]*"
     orders = ["".join(any_ + k for k in p) + any_ for p in itertools.permutations(kinds)]
-    return service_checked({"title": "Password", "type": "string", "minLength": 8, "maxLength": 4096,
+    return service_checked({"title": "Password", "type": "string", "format": "det-password",
+                            "minLength": 8, "maxLength": 4096,
                             "pattern": "^(?:" + "|".join(orders) + ")$"})
 
 
 def service_checked(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` as documentation of a rule the service checks itself, with a message that
     names the offending character or rule (a pattern's failure would only quote the pattern):
-    the body check lets any value through there (``x-det-checked-by: service``)."""
+    the body check lets any value through there (``x-det-checked-by: service``).
+
+    The rules of names, one-line text and passwords also name a ``format`` (``det-name``,
+    ``det-username``, ``det-text``, ``det-password``): their patterns spell out Unicode ranges,
+    which a generator that builds strings from a pattern (Hypothesis, under Schemathesis)
+    takes seconds to compile per draw; a generator for the format, checked against the
+    pattern, is how tests/integration/_schemathesis_hooks.py draws them."""
     return {**schema, SERVICE_CHECKED: "service"}
 
 
@@ -407,6 +453,17 @@ def _draft4(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_draft4(v) for v in schema]
     return schema
+
+
+def _what(value: Any) -> str:
+    """A short account of a JSON value: scalars as written, containers by kind."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return _short(repr(value))
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else _short(str(value))
 
 
 def _short(message: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from . import _serialize as ser
-from ._api import Q, api
+from ._api import api, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._wire import LAUNCH, PRIORITY
 
@@ -39,7 +39,7 @@ class CommandsHandler(DetHandler):
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
-    @api(query=[Q("users", many=True)])
+    @api(query=[users()])
     def get(self) -> None:
         from ._notebooks import listed  # (a cycle at import time: _notebooks imports command_json)
 

@@ -13,7 +13,7 @@ from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ..services.views import ExperimentView
 from . import _serialize as ser
-from ._api import BOOL, Q, api, ident, integer, labels, obj, paging, string, text
+from ._api import BOOL, Q, api, ident, integer, labels, obj, paging, string, text, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._wire import CONTEXT, EXPERIMENT_STATES, TRIAL_STATES
 
@@ -75,7 +75,7 @@ class ExperimentsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "POST": Perm.CREATE_EXPERIMENT}
 
     @api(query=[*paging(), Q("states", many=True, enum=EXPERIMENT_STATES), Q("archived", "boolean"),
-                Q("users", many=True), Q("name"), Q("projectId", "integer", minimum=0)])
+                users(), Q("name", max_length=128), Q("projectId", "integer", minimum=0)])
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0

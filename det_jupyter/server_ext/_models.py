@@ -17,7 +17,20 @@ from ..errors import InvalidRequest, NotFound
 from ..services.authz import Perm
 from ..services.models import ModelRecord, VersionRecord, check_fields
 from . import _serialize as ser
-from ._api import ANY_OBJECT, ORDER_BY, Q, api, array, ident, integer, labels, name, obj, string
+from ._api import (
+    ANY_OBJECT,
+    ORDER_BY,
+    Q,
+    api,
+    array,
+    ident,
+    integer,
+    labels,
+    name,
+    obj,
+    string,
+    users,
+)
 from ._base import DetHandler
 from ._wire import CHECKPOINT_UUID
 
@@ -126,9 +139,10 @@ class ModelsHandler(DetHandler):
 
     @api(query=[Q("offset", "integer", description="negative: from the end"), Q("limit", "integer", minimum=0),
                 Q("orderBy", enum=ORDER_BY), Q("sortBy", enum=_MODEL_SORT), Q("archived", "boolean"),
-                Q("name"), Q("description"), Q("labels", many=True), Q("users", many=True),
+                Q("name", max_length=128), Q("description", max_length=512),
+                Q("labels", many=True, max_length=255, max_items=5), users(10),
                 Q("userIds", "integer", many=True), Q("workspaceIds", "integer", many=True),
-                Q("workspaceNames", many=True), Q("id", "integer", minimum=0)])
+                Q("workspaceNames", many=True, max_length=80, max_items=10), Q("id", "integer", minimum=0)])
     def get(self) -> None:
         archived = self.get_query_argument("archived", None)
         order = self.get_query_argument("orderBy", "")

@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import InvalidRequest
 from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
-from ._api import BOOL, Q, api, echo, obj, string
+from ._api import BOOL, api, echo, obj, string, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._commands import command_json
 from ._wire import LAUNCH, PRIORITY
@@ -108,7 +108,7 @@ class NotebooksHandler(DetHandler):
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
-    @api(query=[Q("users", many=True)])
+    @api(query=[users()])
     def get(self) -> None:
         rows = listed(self, "NOTEBOOK")
         ready = self.master.notebooks.ready

@@ -95,7 +95,9 @@ def _declared(handler: type, verb: str, op: dict[str, Any], *, authenticated: bo
     spec = spec_of(handler, verb)
     params = [{"name": name, "in": "path", "required": True, "schema": schema}
               for name, schema in (spec.path or {}).items()]
+    # A single integer's or boolean's empty value (``?limit=``) reads as not given.
     params += [{"name": q.name, "in": "query", "required": q.required, "schema": q.schema(),
+                **({"allowEmptyValue": True} if q.type != "string" and not (q.required or q.many) else {}),
                 **({"style": "form", "explode": True} if q.many else {}),
                 **({"description": q.description} if q.description else {})}
                for q in spec.query]
@@ -188,7 +190,11 @@ def build(routes: list[tuple[str, Any]]) -> dict[str, Any]:
     return _hoist({
         "openapi": "3.0.3",
         "info": {"title": "det-jupyter master API", "version": __version__,
-                 "description": "Determined 0.38.1's REST protocol as det-jupyter serves it."},
+                 "description": "Determined 0.38.1's REST protocol as det-jupyter serves it. Every "
+                                "request body, undeclared keys included, is refused (400) where an "
+                                "integer does not fit in 64 bits, it nests more than 32 levels, or "
+                                "a string holds NUL or a lone surrogate; a query string holds at "
+                                "most 1000 fields."},
         "paths": paths,
         "components": {"securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer"},

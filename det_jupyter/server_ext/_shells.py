@@ -26,7 +26,7 @@ from ..errors import DetError, NotFound
 from ..services._shells import PUBLIC_KEY, public_config, ssh_username
 from ..services.auth import User
 from ..services.authz import Perm
-from ._api import Q, api
+from ._api import api, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._commands import command_json
 from ._notebooks import kill_proxied, launch_request, launch_warnings, listed, set_proxied_priority
@@ -70,7 +70,7 @@ class ShellsHandler(DetHandler):
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
-    @api(query=[Q("users", many=True)])
+    @api(query=[users()])
     def get(self) -> None:
         rows = listed(self, KIND)
         ready = self.master.notebooks.ready

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..services import tensorboards
 from ..services.authz import Perm
-from ._api import Q, api, array, integer, obj, service_checked
+from ._api import api, array, integer, obj, service_checked, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._notebooks import (
     kill_proxied,
@@ -46,7 +46,7 @@ class TensorboardsHandler(DetHandler):
     too_large_hint = CONTEXT_HINT
     permissions = {"GET": Perm.VIEW_NSC, "POST": Perm.CREATE_NSC}
 
-    @api(query=[Q("users", many=True)])
+    @api(query=[users()])
     def get(self) -> None:
         rows = listed(self, KIND)
         ready = self.master.notebooks.ready

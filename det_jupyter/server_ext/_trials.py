@@ -270,15 +270,17 @@ class TimeSeriesHandler(DetHandler):
 
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
 
-    @api(query=[Q("trialIds", "integer", many=True, minimum=0, required=True, max_items=1000),
+    # Under tornado's limits on a query (``_api.MAX_QUERY_FIELDS``, ``MAX_QUERY_BYTES``): 500
+    # trials, 6 + 6 metrics (a name: 256 characters at most).
+    @api(query=[Q("trialIds", "integer", many=True, minimum=0, required=True, max_items=500),
                 Q("metricType", enum=tuple(METRIC_TYPES)), Q("group", max_length=64),
-                Q("metricNames", many=True, max_items=1000),
-                Q("metricIds", many=True, max_items=1000, pattern="^[^.]*\\.[\\s\\S]+$"),
+                Q("metricNames", many=True, max_items=6, max_length=256),
+                Q("metricIds", many=True, max_items=6, max_length=321, pattern="^[^.]*\\.[\\s\\S]+$"),
                 Q("maxDatapoints", "integer", minimum=0), Q("startBatches", "integer"), Q("endBatches", "integer")])
     def get(self) -> None:
         trial_ids = [int(x) for x in self.get_query_arguments("trialIds") if x]
         if not trial_ids:
-            raise InvalidRequest("give between 1 and 1000 trialIds")
+            raise InvalidRequest("give between 1 and 500 trialIds")
         metric_type = self.get_query_argument("metricType", "")
         group = self.get_query_argument("group", "") or _METRIC_TYPES.get(metric_type, "training")
         wanted: dict[str, list[str]] = {}

@@ -54,9 +54,18 @@ def _password_rule(*, required: bool) -> list[dict[str, Any]]:
         {"required": ["isHashed", *need], "properties": {"isHashed": {"type": "boolean", "enum": [True]},
                                                           "password": string(min_length=1, nullable=not required)}},
         {**({"required": need} if need else {}),  # OpenAPI 3.0: ``required`` is never empty
-         "properties": {"isHashed": {"type": "boolean", "enum": [False], "nullable": True},
+         "properties": {"isHashed": {"type": "boolean", "enum": [False, None], "nullable": True},
                         "password": {**password(), "nullable": not required}}},
     )]
+
+
+def _stripped_ids(raw: Any) -> Any:
+    """``agentUid``/``agentGid`` strings without the whitespace around them (``str.strip()``'s,
+    as ``_HOST_ID`` allows): ``int()`` refuses some of it (U+001C to U+001F), which the service
+    would read as a bug rather than a number."""
+    if not isinstance(raw, dict):
+        return raw
+    return {k: v.strip() if k in ("agentUid", "agentGid") and isinstance(v, str) else v for k, v in raw.items()}
 
 
 def _opt(body: dict[str, Any], key: str, kind: type) -> Any:
@@ -75,7 +84,7 @@ def parse_patch(body: dict[str, Any]) -> UserPatch:
         raise InvalidRequest("remote is not supported by det-jupyter (no SSO); leave it out")
     link = unlink = None
     if body.get("agentUserGroup") is not None:
-        link = parse_agent_user_group(body["agentUserGroup"])
+        link = parse_agent_user_group(_stripped_ids(body["agentUserGroup"]))
         unlink = True if link is None else None
     return UserPatch(
         username=_opt(body, "username", str), display_name=_opt(body, "displayName", str),
@@ -133,7 +142,7 @@ class UsersHandler(DetHandler):
                                  "remote out")
         link = None
         if spec.get("agentUserGroup") is not None:
-            link = parse_agent_user_group(spec["agentUserGroup"])
+            link = parse_agent_user_group(_stripped_ids(spec["agentUserGroup"]))
         admin = _opt(spec, "admin", bool)
         active = _opt(spec, "active", bool)
         user = self.master.users.create(

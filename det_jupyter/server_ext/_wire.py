@@ -37,13 +37,26 @@ EXITED_REASONS = ("EXITED_REASON_UNSPECIFIED", "EXITED_REASON_INVALID_HP", "EXIT
 # not absolute), a regular file (48) or directory (53), its bytes in base64.
 _SEGMENT = "(?:[^/\\\\.][^/\\\\]*|\\.[^/\\\\.][^/\\\\]*|\\.\\.[^/\\\\]+)"
 _FIRST = "(?:[^/\\\\.]|[^/\\\\.][^/\\\\:][^/\\\\]*|\\.[^/\\\\.:][^/\\\\]*|\\.\\.[^/\\\\]+)"
+def _stat(maximum: int) -> dict[str, object]:
+    """A file's mode, mtime, uid or gid: an int64 under ``maximum``, or "" (the default)."""
+    return {"anyOf": [*int64(0, maximum)["anyOf"], {"type": "string", "maxLength": 0}]}
+
+
+#: The path's rules, the type's values and the content's base64 are checked by the service,
+#: file by file, with messages naming the file (``config.context_to_tgz``); the JSON types and
+#: the numbers by the body's schema (the service reads any integer there).
+def _typed(checked: dict[str, object], rule: dict[str, object]) -> dict[str, object]:
+    """``checked`` by the body's schema, and ``rule`` by the service."""
+    return {"allOf": [checked, service_checked(rule)]}
+
+
 V1_FILE = obj(
-    ("path",), path=string(4096, pattern=f"^{_FIRST}(?:/{_SEGMENT})*$"),
-    type={"type": "integer", "enum": [48, 53]},
-    content=string(MAX_BODY, pattern="^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"),
-    mode=int64(0, 2**32), mtime=int64(0, 2**40), uid=int64(0, 2**32), gid=int64(0, 2**32))
-#: Checked by the service, file by file, with messages naming the file (``config.context_to_tgz``).
-CONTEXT = service_checked(array(V1_FILE, 100_000))
+    ("path",), path=_typed(string(4096), {"type": "string", "pattern": f"^{_FIRST}(?:/{_SEGMENT})*$"}),
+    type=_typed({"type": "integer"}, {"type": "integer", "enum": [48, 53]}),
+    content=_typed(string(MAX_BODY), {
+        "type": "string", "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"}),
+    mode=_stat(2**32), mtime=_stat(2**40), uid=_stat(2**32), gid=_stat(2**32))
+CONTEXT = array(V1_FILE, 100_000)
 
 #: A task's config (``v1LaunchCommandRequest.config`` and the like): what the service reads of
 #: it; it checks the values itself (``services.commands.CommandConfig`` and each kind's

@@ -8,7 +8,7 @@ from ..errors import InvalidRequest
 from ..services._workspace_rows import ProjectRecord, WorkspaceRecord
 from ..services.authz import Perm
 from . import _serialize as ser
-from ._api import ORDER_BY, Q, api, echo, ident, name, obj, service_checked, string
+from ._api import ORDER_BY, Q, api, echo, ident, name, obj, service_checked, string, users
 from ._base import DetHandler
 
 _UNSPECIFIED = "WORKSPACE_STATE_UNSPECIFIED"
@@ -58,8 +58,8 @@ _NOTE = {"type": "object", "properties": {"name": string(), "contents": string(1
 def _lists(*extra: Q) -> list[Q]:
     """The query of the workspace and project lists (``_Lists._paging``) and ``extra``."""
     return [Q("offset", "integer", description="negative: from the end"), Q("limit", "integer"),
-            Q("orderBy", enum=ORDER_BY), Q("sortBy"), Q("users", many=True),
-            Q("userIds", "integer", many=True), Q("archived", "boolean"), Q("name"), *extra]
+            Q("orderBy", enum=ORDER_BY), Q("sortBy", max_length=64), users(),
+            Q("userIds", "integer", many=True), Q("archived", "boolean"), Q("name", max_length=128), *extra]
 
 
 def _unsupported(body: dict[str, Any]) -> None:
@@ -101,7 +101,7 @@ class _Lists(DetHandler):
 class WorkspacesHandler(_Lists):
     permissions = {"GET": Perm.VIEW_WORKSPACE, "POST": Perm.CREATE_WORKSPACE}
 
-    @api(query=_lists(Q("nameCaseSensitive"), Q("pinned", "boolean")))
+    @api(query=_lists(Q("nameCaseSensitive", max_length=128), Q("pinned", "boolean")))
     def get(self) -> None:
         paging = self._paging()
         found, total = self.master.workspaces.list_workspaces(

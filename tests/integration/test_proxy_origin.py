@@ -349,6 +349,167 @@ def test_the_redirect_never_leaves_the_requests_host(cluster: tuple[MasterProces
 
 
 
+# -- (d) Jupyter's own routes: a strict origin, redirects that stay on the host ---------------
+
+def _exchange(port: int, method: str, target: str, headers: dict[str, str] | None = None,
+              body: bytes = b"") -> tuple[int, list[tuple[str, str]], bytes]:
+    """``method target`` with exactly these headers (and ``Host``, unless given) and body, on a
+    connection of its own: (status, header lines, body)."""
+    lines = [f"{method} {target} HTTP/1.1"]
+    if not any(k.lower() == "host" for k in headers or {}):
+        lines.append(f"Host: 127.0.0.1:{port}")
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    lines += [f"Content-Length: {len(body)}", "Connection: close"]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parsed = [(k.strip().lower(), v.strip()) for k, _, v in (line.partition(":") for line in header_lines)]
+    return int(status_line.split()[1]), parsed, rest
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> list[str]:
+    return [v for k, v in headers if k == name]
+
+
+def _stays_on_host(location: str, own: str) -> bool:
+    """Whether a browser following ``location`` stays on origin ``own``: it drops tabs and
+    newlines, reads a backslash as a slash, and takes ``//host`` to another host."""
+    text = location.strip("\x00 ").replace("\t", "").replace("\n", "").replace("\r", "").replace("\\", "/")
+    if text.startswith("//"):
+        return False
+    if ":" in text.split("/", 1)[0]:  # a scheme: absolute
+        return text == own or text.startswith(own + "/")
+    return True
+
+
+def test_jupyter_routes_refuse_a_foreign_origin_and_never_echo_it(cluster: tuple[MasterProcess, str]) -> None:
+    """A token-authenticated request to Jupyter's routes from another origin (another host,
+    scheme or port, ``null``) is refused and no ``Access-Control-Allow-Origin`` names it;
+    ``X-Forwarded-*`` is not trusted to make an origin the master's."""
+    master, token = cluster
+    own = f"http://127.0.0.1:{master.port}"
+    auth = {"Authorization": f"token {token}"}
+    status, headers, _ = _exchange(master.port, "GET", "/api/contents", auth)
+    assert status == 200 and not any(_header(headers, "access-control-allow-origin")), headers
+    status, headers, _ = _exchange(master.port, "GET", "/api/contents", {**auth, "Origin": own})
+    assert status == 200 and _header(headers, "access-control-allow-origin") in ([], [own]), headers
+    foreign = ["https://evil.example", f"https://127.0.0.1:{master.port}", f"http://127.0.0.1:{master.port + 1}",
+               f"http://localhost:{master.port}", "null", f"{own}.evil.example", f"{own}/"]
+    for origin in foreign:
+        for method, target, headers_ in [
+            ("GET", "/api/contents", auth),
+            ("GET", f"/api/contents?token={token}", {}),
+            ("GET", "/api/kernels", {**auth, "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example",
+                                     "X-Scheme": "https"}),
+            ("GET", "/api/sessions", auth),
+            ("GET", "/api/status", auth),
+            ("GET", "/lab", auth),
+        ]:
+            status, headers, body = _exchange(master.port, method, target, {**headers_, "Origin": origin})
+            assert status == 403, (origin, target, status, body[:200])
+            assert not _header(headers, "access-control-allow-origin"), (origin, target, headers)
+        # A CORS preflight gets no allowance (Jupyter's skips its origin check for OPTIONS).
+        status, headers, _ = _exchange(master.port, "OPTIONS", "/api/contents/x.txt", {
+            "Origin": origin, "Access-Control-Request-Method": "PUT",
+            "Access-Control-Request-Headers": "authorization, content-type"})
+        assert not _header(headers, "access-control-allow-origin"), (origin, status, headers)
+    # The https Origin is refused for its scheme: the same one over http passes (above).
+    assert f"Origin: https://127.0.0.1:{master.port}" in master.log()
+
+
+def test_a_cross_origin_write_to_a_jupyter_route_is_refused(cluster: tuple[MasterProcess, str]) -> None:
+    """POST/PUT/DELETE to Jupyter's routes with a foreign Origin change nothing, token or
+    cookie; the same cookie session from the master's own origin can."""
+    master, token = cluster
+    own = f"http://127.0.0.1:{master.port}"
+    auth = {"Authorization": f"token {token}"}
+    opener, xsrf = _jupyter_login(master, token)
+    name = f"det-origin-{secrets.token_hex(4)}.txt"
+    put = json.dumps({"type": "file", "format": "text", "content": "hello"}).encode()
+    kernels = kernel_count(master.url, "/api/kernels", auth)
+    for origin in ("https://evil.example", f"https://127.0.0.1:{master.port}", "null"):
+        for method, target, body in [("POST", "/api/kernels", b'{"name": "python3"}'),
+                                     ("PUT", f"/api/contents/{name}", put),
+                                     ("POST", "/api/sessions", b'{"path": "x", "type": "notebook"}')]:
+            status, headers, answer = _exchange(master.port, method, target,
+                                                {**auth, "Origin": origin, "Content-Type": "application/json"}, body)
+            assert status == 403, (origin, method, target, status, answer[:200])
+            assert not _header(headers, "access-control-allow-origin"), headers
+        # Cookies and the _xsrf a page on another origin could read: refused too, https
+        # included (Jupyter's host-only check let that one through).
+        code, got, answer = fetch(f"{master.url}/api/contents/{name}",
+                                  {"Origin": origin, "X-XSRFToken": xsrf, "Content-Type": "application/json"},
+                                  "PUT", put, opener)
+        assert code == 403 and "Access-Control-Allow-Origin" not in got, (origin, code, answer[:200])
+    assert kernel_count(master.url, "/api/kernels", auth) == kernels
+    assert _exchange(master.port, "GET", f"/api/contents/{name}", auth)[0] == 404
+    # The control: the cookie session on the master's own origin writes.
+    code, _, answer = fetch(f"{master.url}/api/contents/{name}",
+                            {"Origin": own, "X-XSRFToken": xsrf, "Content-Type": "application/json"},
+                            "PUT", put, opener)
+    assert code in (200, 201), answer[:200]
+    assert _exchange(master.port, "DELETE", f"/api/contents/{name}", auth)[0] == 204
+
+
+def test_jupyter_redirects_never_leave_the_host(cluster: tuple[MasterProcess, str]) -> None:
+    """Jupyter's trailing-slash handler turned ``/\\evil.com/`` into ``Location: /\\evil.com``
+    (``//evil.com`` to a browser): no path gets a redirect off the host."""
+    master, _ = cluster
+    own = f"http://127.0.0.1:{master.port}"
+    paths = ["/%5Cevil.com/", "/\\evil.com/", "//evil.com/", "/\\/evil.com/", "/%2F%2Fevil.com/",
+             "/%5C%5Cevil.com/", "/\\\\evil.com/", "///evil.com/", "/%09/evil.com/", "/lab/",
+             "/\\evil.com/?x=1", "/.\\evil.com/", "/\\evil.com", "/api/contents/\\evil.com/"]
+    checked = 0
+    for path in paths:
+        for method in ("GET", "HEAD", "POST"):
+            status, headers, _ = _exchange(master.port, method, path)
+            locations = _header(headers, "location")
+            if 300 <= status < 400:
+                assert len(locations) == 1 and _stays_on_host(locations[0], own), (method, path, status, locations)
+            else:
+                assert not locations, (method, path, status, headers)
+            checked += 1
+    assert _exchange(master.port, "GET", "/\\evil.com/")[0] == 404
+    assert checked == 3 * len(paths)
+
+
+def _login_xsrf(port: int) -> str:
+    status, headers, _ = _exchange(port, "GET", "/login")
+    assert status == 200, headers
+    cookie = next(v for v in _header(headers, "set-cookie") if v.startswith("_xsrf="))
+    return cookie.split(";", 1)[0].split("=", 1)[1]
+
+
+def test_the_login_pages_next(cluster: tuple[MasterProcess, str]) -> None:
+    """A CR or LF in ``next`` is a 400; after a login, ``next`` never takes the browser off
+    the host."""
+    master, token = cluster
+    own = f"http://127.0.0.1:{master.port}"
+    for query in ("next=%0d%0aSet-Cookie:x=1", "next=%0aSet-Cookie:x=1", "next=/lab%0d",
+                  "next=%0d%0a%0d%0a<script>", "a=1&next=%00"):
+        for method in ("GET", "POST"):
+            status, headers, _ = _exchange(master.port, method, f"/login?{query}")
+            assert status == 400, (method, query, status, headers)
+            assert not any("x=1" in v for v in _header(headers, "set-cookie")), headers
+            assert not _header(headers, "location"), headers
+    xsrf = _login_xsrf(master.port)
+    nexts = ["https://evil.com", "//evil.com", "/\\evil.com", "\\\\evil.com", "https:/\\evil.com",
+             "https:///evil.com", f"{own}@evil.com", f"http://evil.com#{own}", "javascript:alert(1)",
+             f"https://127.0.0.1:{master.port}/lab", "/lab"]
+    for next_url in nexts:
+        form = f"_xsrf={quote(xsrf, safe='')}&password={token}".encode()
+        status, headers, body = _exchange(master.port, "POST", f"/login?next={quote(next_url, safe='')}", {
+            "Cookie": f"_xsrf={xsrf}", "Content-Type": "application/x-www-form-urlencoded"}, form)
+        locations = _header(headers, "location")
+        assert status == 302 and len(locations) == 1, (next_url, status, body[:200])
+        assert _stays_on_host(locations[0], own), (next_url, locations)
+        assert any(v.startswith("username-") for v in _header(headers, "set-cookie")), headers  # logged in
+
+
 # -- the proxy_port setting ------------------------------------------------------------------
 
 def test_a_fixed_proxy_port_is_used_and_a_taken_one_stops_the_server(

@@ -11,14 +11,11 @@ launches (notebooks, commands) is queued, never started.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +29,6 @@ HOOKS = "tests.integration._schemathesis_hooks"
 #: Not JSON operations: the proxy, the shells' tunnel and the agents' websocket have their own
 #: hardening tests (test_proxy_origin, test_shells, test_remote_agent).
 EXCLUDED_PATHS = r"^/(proxy|det-jupyter|agents)(/|$)"
-LEAKS = [re.compile(p) for p in (r"Traceback \(most recent call last\)", r"\bSELECT\s", r"\bINSERT INTO\b",
-                                 r"sqlite3\.", r"psycopg", r'File "/')]
-
 #: Operations whose bodies carry a document in another language, checked by the master as
 #: Determined checks it (an experiment's YAML config, a task's config): a request the OpenAPI
 #: schema allows may still be refused (400) for what the config says. Only these may answer
@@ -57,7 +51,7 @@ def _config(master: MasterProcess, token: str, pinned_token: int, report_dir: Pa
 include-method = "{method}"
 include-path = "{path}"
 # {why}
-checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409"]
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "413"]
 """)
     return f"""
 base-url = "{master.url}"
@@ -71,6 +65,15 @@ max-examples = {EXAMPLES}
 # The master refuses NUL in any string (PostgreSQL's text cannot hold it): a 400 that names it.
 allow-x00 = false
 
+# A body over its route's limit is a 413 (documented on every operation that takes a body):
+# JSON schema cannot say how large a body the limit allows, so a request the document allows
+# may meet it, and a refused one may be refused for its size first.
+[checks.negative_data_rejection]
+expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422"]
+
+[checks.positive_data_acceptance]
+expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "413"]
+
 [auth.openapi.bearer]
 bearer = "{token}"
 
@@ -78,9 +81,6 @@ bearer = "{token}"
 directory = "{report_dir}"
 
 [reports.json]
-enabled = true
-
-[reports.har]
 enabled = true
 
 [[operations]]
@@ -118,54 +118,47 @@ def run_schemathesis(master: MasterProcess, work: Path, examples: int = EXAMPLES
     phases = "examples,coverage,fuzzing" + (",stateful" if has_links else "")
     argv = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run", str(schema),
             "--checks", "all", "--phases", phases, "--max-examples", str(examples),
-            "--exclude-path-regex", EXCLUDED_PATHS, "--report", "json,har"]
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": HOOKS, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=work, timeout=3600)
+            "--exclude-path-regex", EXCLUDED_PATHS, "--report", "json"]
+    leaks = work / "leaks.jsonl"
+    leaks.unlink(missing_ok=True)
+    # The hooks scan every response body (after_call) for what they name as leaks and the data dir.
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": HOOKS, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "DET_ST_LEAKS": str(leaks), "DET_ST_DATA_DIR": str(master.data_dir.resolve())}
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=work, timeout=3 * 3600)
     (work / "schemathesis.out").write_text(proc.stdout + proc.stderr)
-    report = json.loads(next(report_dir.glob("*.json")).read_text())
+    # Schemathesis names its report json-<time>.json.
+    report = json.loads(next(report_dir.glob("json-*.json")).read_text())
+    found = leaks.read_text().splitlines() if leaks.exists() else []
+    scanned = int((work / "leaks.jsonl.count").read_text())
     return {"returncode": proc.returncode, "output": proc.stdout + proc.stderr, "report": report,
-            "leaks": _leaks(next(report_dir.glob("*.har")), master), "phases": phases}
-
-
-def _leaks(har: Path, master: MasterProcess) -> list[str]:
-    """Responses that show a traceback, SQL or a path of the master's data dir."""
-    data_dir = str(master.data_dir.resolve())
-    found = []
-    for entry in json.loads(har.read_text())["log"]["entries"]:
-        content = entry["response"].get("content", {})
-        text = content.get("text") or ""
-        if content.get("encoding") == "base64":
-            text = base64.b64decode(text).decode(errors="replace")
-        hits = [p.pattern for p in LEAKS if p.search(text)] + (["data dir"] if data_dir in text else [])
-        if hits:
-            found.append(f"{entry['request']['method']} {entry['request']['url'][:120]} -> "
-                         f"{entry['response']['status']}: {', '.join(hits)}: {text[:200]!r}")
-    return found
+            "leaks": found, "bodies_scanned": scanned, "phases": phases, "examples": examples}
 
 
 def summary(result: dict[str, Any]) -> str:
-    """Operations, cases and failures by check, from the run's JSON report."""
+    """Operations, test cases and failures by kind, from the run's JSON report."""
     report = result["report"]
-    failures = Counter(f.get("check") or f.get("title") for f in _failures(report))
-    return json.dumps({"phases": result["phases"], "stats": report.get("stats", report.get("summary")),
-                       "failures_by_check": dict(failures), "leaks": len(result["leaks"])}, indent=1)
+    return json.dumps({
+        "phases": result["phases"], "examples_per_operation": result["examples"],
+        "running_time_s": round(report.get("running_time", 0)), "operations": report.get("operations"),
+        "test_cases": report.get("test_cases"),
+        "failures": {f"{f['code']} {f['title']}": f["count"] for f in report.get("failures", [])},
+        "errors": {e["title"]: e["count"] for e in report.get("errors", [])},
+        # dropped by the hooks' filter_failure: body-wide rules broken under undeclared keys
+        "filtered": report.get("filtered"),
+        "bodies_scanned": result["bodies_scanned"], "leaks": len(result["leaks"])}, indent=1)
 
 
-def _failures(report: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for op in report.get("operations", {}).values() if isinstance(report.get("operations"), dict) else []:
-        out.extend(op.get("failures", []))
-    return out or list(report.get("failures", []))
-
-
-@pytest.mark.timeout(3600)
+@pytest.mark.timeout(600 if EXAMPLES <= 5 else 4 * 3600)
 def test_schemathesis_over_the_served_document(tmp_path: Path) -> None:
     master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
     try:
         result = run_schemathesis(master, tmp_path / "st")
     finally:
         master.stop()
-    print(summary(result))
+    figures = summary(result)
+    (tmp_path / "st" / "summary.json").write_text(figures)
+    print(figures)
+    assert result["bodies_scanned"] > 0
     assert not result["leaks"], "\n".join(result["leaks"][:20])
     assert result["returncode"] == 0, result["output"][-12000:]
     assert "Traceback" not in master.log(), master.log()[-5000:]

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from tornado import httpclient, httpserver, netutil, web
 
-from det_jupyter.server_ext._api import _draft4, spec_of
+from det_jupyter.server_ext._api import MAX_QUERY_BYTES, MAX_QUERY_FIELDS, Q, _draft4, spec_of
 from det_jupyter.server_ext._base import DetHandler, NotFoundHandler, implemented_verbs
 from det_jupyter.server_ext._openapi import VERBS, _groups, _verbs, build, path_template
 from det_jupyter.server_ext.routes import ROUTES
@@ -180,3 +180,24 @@ def test_a_verb_a_route_lacks_is_a_405_naming_what_it_allows() -> None:
 
     asyncio.run(main())
     assert len(checked) > 400
+
+
+@pytest.mark.parametrize("pattern,handler,verb", _det_operations(),
+                         ids=lambda x: x.__name__ if isinstance(x, type) else str(x))
+def test_no_declaration_allows_more_query_fields_than_tornado_parses(pattern: str, handler: type,
+                                                                      verb: str) -> None:
+    """Past ``MAX_QUERY_FIELDS`` tornado answers a bare 400 before the handler: a request the
+    document allows must stay under it (with room for a few unknown parameters)."""
+    query = spec_of(handler, verb).query
+    fields = sum(q.most for q in query)
+    assert fields <= MAX_QUERY_FIELDS - 10, f"{verb.upper()} {pattern} allows {fields} query fields"
+    # ...nor a longer query string than tornado reads (64 KiB with the request line and headers)
+    longest = sum(q.most * (len(q.name) + 2 + _longest_value(q)) for q in query)
+    assert longest <= MAX_QUERY_BYTES, f"{verb.upper()} {pattern} allows a {longest}-byte query"
+
+
+def _longest_value(q: Q) -> int:
+    """A value's longest percent-encoded form: 12 bytes a character (4 UTF-8 bytes, %XX each)."""
+    if q.enum:
+        return max(map(len, q.enum))
+    return {"integer": 21, "boolean": 5}.get(q.type, 12 * q.max_length)
