@@ -16,6 +16,7 @@ import yaml
 from ..config import parse_yaml
 from ..config._merge import merge_template
 from ..errors import InvalidRequest, NotFound
+from ..services import _names
 from ..services.authz import Perm
 from ..services.templates import Template, check_name
 from . import _serialize as ser
@@ -140,15 +141,24 @@ class TemplateHandler(DetHandler):
     @api(path={"name": _NAME}, body=TEMPLATE, body_required=True, errors=(409,))
     def put(self, name: str) -> None:
         """Upsert: an existing template gets the body's config (and moves to its workspace
-        when one is given); a missing one is created."""
-        check_name(name)
+        when one is given); a missing one is created. The naming rules apply to a new name:
+        a template stored under an older name (before the rules) can still be updated."""
+        try:
+            check_name(name)
+            refused = None
+        except InvalidRequest as exc:
+            refused = exc
         config, ws = _body_template(self, name)
         templates = self.master.templates
-        try:
-            current = templates.get(name)
-        except NotFound:
-            current = None
+        current = None
+        if refused is None or _names.storable(name):
+            try:
+                current = templates.get(name)
+            except NotFound:
+                pass
         if current is None:
+            if refused is not None:
+                raise refused
             ws = ws or DEFAULT_WORKSPACE
             self.authorize_workspace(ws)
             self._send(templates.create(name, config, ws))

@@ -86,6 +86,12 @@ def _quoted(value: str, limit: int = 40) -> str:
     return f"'{shown if len(shown) <= limit else shown[:limit] + '…'}'"
 
 
+def storable(value: str) -> bool:
+    """Whether ``value`` can be a stored text at all (no NUL, no lone surrogate: PostgreSQL's
+    text and UTF-8 cannot hold them), so looking it up cannot fail."""
+    return "\0" not in value and not any("\ud800" <= ch <= "\udfff" for ch in value)
+
+
 def check_name(kind: str, value: object, *, max_len: int = MAX_NAME) -> str:
     """``value`` if it is a usable name for a ``kind`` (``"workspace name"``, ``"label"``…),
     else InvalidRequest (400) naming the kind, what is wrong and what is allowed."""

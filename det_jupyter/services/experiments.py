@@ -86,6 +86,11 @@ class ExperimentService:
         if seed is None:
             seed = secrets.randbelow(2**31)
         config = expconf.expand_experiment_config(raw, self._defaults, seed=seed)
+        # Shown on one line everywhere (tables, widgets, the sidebar): the rules PATCH applies.
+        _names.check_text("experiment name (the config's name)", config["name"],
+                          max_len=_MAX_EXPERIMENT_NAME, empty=False)
+        if config.get("labels") is not None:
+            config["labels"] = _names.check_labels(config["labels"], "config label")
         tgz = expconf.context_to_tgz(files or [])
         if validate_only:
             return PreparedExperiment(config_text, config, tgz, None)

@@ -306,7 +306,7 @@ class WorkspaceService:
     def _deleted(self, doomed: list[_purge.Doomed]) -> None:
         self._rbac.invalidate()
         self._on_deleted()
-        _purge.remove_dirs(doomed)
+        _purge.remove_dirs_soon(doomed)  # the answer does not wait on the disk
 
     def _workspace_row(self, conn: sa.Connection, ws_id: int) -> Any:
         row = conn.execute(sa.select(t.workspaces).where(t.workspaces.c.id == ws_id)).first()

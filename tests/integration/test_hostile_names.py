@@ -185,3 +185,44 @@ def test_ordinary_names_of_every_script_and_markup_are_stored_as_given(admin: Cl
     user = admin.post("/api/v1/users", {"user": {"username": "Équipe", "active": True},
                                         "password": PASSWORD})["user"]
     assert user["username"] == "Équipe"
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("name", "run\u202eexe", "U+202E"), ("name", "a\x1b[31mred", "U+001B"), ("name", "x" * 600, "at most"),
+    ("labels", ["ok", "a/b"], "'/'"), ("labels", ["gpj.\u202eexe"], "U+202E")],
+    ids=["name-bidi", "name-escape", "name-long", "label-slash", "label-bidi"])
+def test_an_experiment_config_with_a_hostile_name_or_label_is_a_400(
+        admin: Client, field: str, value: object, said: str) -> None:
+    """An experiment's name and labels come from its YAML config: the rules a rename applies
+    hold at create too (and for validateOnly), and nothing is stored."""
+    import yaml
+
+    from tests.integration._exp import counter_config
+    config = yaml.safe_load(counter_config())
+    config[field] = value
+    before = admin.get("/api/v1/experiments")["pagination"]["total"]
+    for validate_only in (True, False):
+        message = _refused(lambda v=validate_only: admin.post(
+            "/api/v1/experiments", {"config": yaml.safe_dump(config), "modelDefinition": [],
+                                    "validateOnly": v, "activate": False}), said)
+        assert ("name" if field == "name" else "label") in message
+    assert admin.get("/api/v1/experiments")["pagination"]["total"] == before
+
+
+def test_a_template_stored_before_the_naming_rules_can_still_be_updated(master: MasterProcess,
+                                                                         admin: Client) -> None:
+    """PUT upserts: the rules apply to the name of a new template, not to one already stored
+    (a name from before the rules, put in the store directly here)."""
+    import json
+    import sqlite3
+
+    legacy = "legacy\u202eyaml"
+    with sqlite3.connect(master.data_dir / "det.db") as db:
+        db.execute("INSERT INTO templates (name, config, workspace_id) VALUES (?, ?, 1)",
+                   (legacy, json.dumps({"description": "old"})))
+    answer = admin.request("PUT", f"/api/v1/templates/{_quote(legacy)}", {"config": {"description": "new"}})
+    assert answer["template"]["config"] == {"description": "new"}
+    # a new template under such a name is still refused, and so is a name that cannot be stored
+    _refused(lambda: admin.request("PUT", f"/api/v1/templates/{_quote('new' + chr(0x202E))}",
+                                   {"config": {}}), "U+202E")
+    _refused(lambda: admin.request("PUT", f"/api/v1/templates/{_quote('nul' + chr(0))}", {"config": {}}), "U+0000")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,9 @@ def test_experiments_move_archive_and_die_with_their_project(cluster: MasterProc
     dirs = [cluster.data_dir / "checkpoints" / u for u in uuids]
     assert trial_ids and any(d.is_dir() for d in dirs)  # (GC may have removed older ones)
     assert c.request("DELETE", f"/api/v1/projects/{p2}") == {"completed": True}
+    deadline = time.monotonic() + 60  # the files go in a background thread, after the answer
+    while any(d.exists() for d in dirs) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not any(d.exists() for d in dirs)
     for path in (f"/api/v1/projects/{p2}", f"/api/v1/experiments/{eid}", f"/api/v1/trials/{trial_ids[0]}",
                  f"/api/v1/checkpoints/{uuids[0]}"):
