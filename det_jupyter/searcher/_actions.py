@@ -42,10 +42,12 @@ class Stop:
 class Shutdown:
     """The search is over: every requested trial has been created and closed.
 
-    `failure` is true when every trial errored.
+    `failure` is true when every trial errored; `cancel` when the search's only trial was
+    canceled by its user (the experiment ends CANCELED, as in Determined 0.38.1).
     """
 
     failure: bool = False
+    cancel: bool = False
 
 
 Action = Create | Stop | Shutdown

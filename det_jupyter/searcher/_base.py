@@ -66,6 +66,7 @@ class Searcher:
         self._requested = 0
         self._closed = 0
         self._failures = 0
+        self._canceled = 0  # trials whose user canceled them (killed, or exited USER_CANCELED)
         self._shutdown = False
         self._trials: dict[str, Trial] = {}
 
@@ -109,6 +110,8 @@ class Searcher:
             trial.flags |= INVALID
         elif reason is ExitedReason.ERRORED:
             self._failures += 1
+        elif reason is ExitedReason.USER_CANCELED:
+            self._canceled += 1
         return self._on_exited_early(request_id, trial, reason) + self._maybe_shutdown()
 
     def trial_closed(self, request_id: str) -> list[Action]:
@@ -121,7 +124,7 @@ class Searcher:
 
     def progress(self) -> float:
         """Experiment progress in [0, 1]; 1.0 once the search has shut down."""
-        if self._shutdown:
+        if self._shutdown and not (self._failed() or self._canceled_search()):
             return 1.0
         value = self._progress()
         if math.isnan(value) or math.isinf(value):
@@ -138,6 +141,7 @@ class Searcher:
             "requested": self._requested,
             "closed": self._closed,
             "failures": self._failures,
+            "canceled": self._canceled,
             "shutdown": self._shutdown,
             "trials": {
                 rid: [t.index, t.bracket, t.rung, t.flags] for rid, t in self._trials.items()
@@ -181,7 +185,15 @@ class Searcher:
         if self._shutdown or not self._started or self._requested != self._closed:
             return []
         self._shutdown = True
-        return [Shutdown(failure=self._requested > 0 and self._failures >= self._requested)]
+        return [Shutdown(failure=self._failed(), cancel=self._canceled_search())]
+
+    def _failed(self) -> bool:
+        """Every trial errored."""
+        return self._requested > 0 and self._failures >= self._requested
+
+    def _canceled_search(self) -> bool:
+        """0.38.1: an experiment of one trial that its user canceled is canceled, not completed."""
+        return self._requested == 1 and self._canceled == 1
 
     def _initial(self) -> list[Action]:
         raise NotImplementedError
@@ -224,6 +236,7 @@ class Searcher:
             self._requested = int(snapshot["requested"])
             self._closed = int(snapshot["closed"])
             self._failures = int(snapshot["failures"])
+            self._canceled = int(snapshot.get("canceled", 0))
             self._shutdown = bool(snapshot["shutdown"])
             self._trials = {rid: Trial(*map(int, t)) for rid, t in snapshot["trials"].items()}
             self._load_method_state(snapshot["method"])

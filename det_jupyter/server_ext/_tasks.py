@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from ..config import tgz_to_b64
 from ..errors import Forbidden, NotFound
 from ..services.auth import AllocationPrincipal
@@ -70,6 +73,42 @@ class TaskContextHandler(DetHandler):
             return
         exp_id = _experiment_of_task(task_id)
         self.send({"b64Tgz": tgz_to_b64(self.master.experiments.context_tgz(exp_id))})
+
+
+#: allocation state -> ``taskv1State``
+_ALLOC_STATE = {"PENDING": "STATE_QUEUED", "ASSIGNED": "STATE_STARTING", "RUNNING": "STATE_RUNNING",
+                "TERMINATING": "STATE_TERMINATING", "TERMINATED": "STATE_TERMINATED"}
+#: Kinds whose readiness is their server answering (the proxy's probe), not their process running.
+_PROBED = ("NOTEBOOK", "TENSORBOARD")
+
+
+class TaskHandler(DetHandler):
+    """``GET /api/v1/tasks/{id}`` (``v1GetTaskResponse``): a task's kind, times and allocations;
+    the stock ``det notebook start`` and ``det tensorboard start`` wait on ``isReady``."""
+
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
+    allow_task = True
+
+    @api()
+    def get(self, task_id: str) -> None:
+        self.require_task(task_id)
+        authorize_task(self, task_id)
+        allocations = self.master.allocations
+        kind, row = allocations.task_row(task_id)
+        probed_ready = task_id in self.master.notebooks.ready
+        allocs = [{
+            "allocationId": a.allocation_id, "taskId": a.task_id, "slots": a.slots,
+            "state": _ALLOC_STATE.get(a.state, "STATE_UNSPECIFIED"),
+            "isReady": a.state == "RUNNING" and (probed_ready if kind in _PROBED else True),
+            "startTime": ser.ts(a.start_time), "endTime": ser.ts(a.end_time),
+            "exitReason": a.exit_reason, "statusCode": a.exit_code,
+        } for a in allocations.of_task(task_id)]
+        task: dict[str, Any] = {
+            "taskId": task_id, "taskType": f"TASK_TYPE_{kind}", "allocations": allocs,
+            "startTime": ser.ts(row.start_time), "endTime": ser.ts(row.end_time)}
+        if kind != "TRIAL":
+            task["config"] = json.dumps(row.config)
+        self.send({"task": {k: v for k, v in task.items() if v is not None}})
 
 
 class TaskLogsHandler(DetHandler):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import time
 from typing import Any
@@ -11,7 +13,7 @@ from ..services._states import TERMINAL, State
 from ..services.authz import Perm
 from ..services.metrics import parse_report, parse_reports
 from . import _serialize as ser
-from ._api import ANY_OBJECT, ORDER_BY, Q, api, array, integer, obj, paging, string
+from ._api import ANY_OBJECT, MAX_ID, ORDER_BY, Q, api, array, integer, obj, paging, string
 from ._base import DetHandler
 from ._wire import EXITED_REASONS, METRIC_TYPES
 
@@ -191,6 +193,68 @@ class TrialWorkloadsHandler(DetHandler):
         page = items[offset: offset + limit] if limit else items[offset:]
         self.send({"workloads": [w for _, _, w in page],
                    "pagination": ser.pagination(offset, limit, total, len(page))})
+
+
+class TrialsMetricsHandler(DetHandler):
+    """``GET /api/v1/trials/metrics/trial_metrics?group=G&trialIds=…`` (``Trial.iter_metrics``,
+    ``client.iter_trials_metrics``): every visible report of the trials in ``group``, trials by
+    id, each in step order, as NDJSON lines of ``{"metrics": [v1MetricsReport, …]}`` of up to
+    ``BATCH`` reports; what is stored when the request comes (it does not follow, as 0.38.1's
+    does not). ``training_metrics`` and ``validation_metrics`` are the same for one group."""
+
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
+    allow_task = True  # a trial's own task, reading its own metrics back
+    BATCH = 1000
+    #: The group the route is for; None: the ``group`` query parameter
+    group: str | None = None
+
+    @api(query=[Q("trialIds", "integer", many=True, minimum=1, maximum=MAX_ID, max_items=1000, required=True),
+                Q("group", max_length=64, description="the metrics group (trial_metrics only)")])
+    async def get(self) -> None:
+        ids = [int(v) for v in self.get_query_arguments("trialIds")]
+        group = self.group or self.get_query_argument("group", "")
+        if not group:
+            raise InvalidRequest("group is required: the metrics group to read (training, validation…)")
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise InvalidRequest(f"duplicate trialIds={dup} given; name each trial once")
+        for tid in sorted(ids):
+            self.require_trial(tid)
+            self.authorize_trial(tid)
+        # The key of every report, the way the stock client reads it: validation reports under
+        # validation_metrics, every other group under avg_metrics.
+        key = "validation_metrics" if group == "validation" else "avg_metrics"
+        self.set_header("Content-Type", "application/x-ndjson")
+        metrics = self.master.metrics
+        loop = asyncio.get_running_loop()
+        for tid in sorted(ids):
+            offset = 0
+            while True:
+                rows = await loop.run_in_executor(None, functools.partial(
+                    metrics.history, tid, group, offset=offset, limit=self.BATCH))
+                if rows:
+                    self.write(ser.ndjson({"metrics": [{
+                        "id": r["id"], "trialId": tid, "trialRunId": r["trial_run_id"],
+                        "totalBatches": r["steps_completed"], "endTime": ser.ts(r["report_time"]),
+                        "metrics": {key: r["metrics"]}, "group": r["group"], "archived": False,
+                    } for r in rows]}))
+                    await self.flush()
+                if len(rows) < self.BATCH:
+                    break
+                offset += len(rows)
+        self.finish()
+
+
+class TrainingMetricsHandler(TrialsMetricsHandler):
+    """``GET /api/v1/trials/metrics/training_metrics`` (``stream_trials_training_metrics``)."""
+
+    group = "training"
+
+
+class ValidationMetricsHandler(TrialsMetricsHandler):
+    """``GET /api/v1/trials/metrics/validation_metrics`` (``stream_trials_validation_metrics``)."""
+
+    group = "validation"
 
 
 class TrialLogsHandler(DetHandler):

@@ -409,6 +409,8 @@ class ExperimentService:
                 shutdown = True
                 if action.failure:
                     self._set_state(conn, exp.id, State.STOPPING_ERROR, "the searcher failed")
+                elif action.cancel:
+                    self._set_state(conn, exp.id, State.STOPPING_CANCELED, "its only trial was canceled")
         return shutdown
 
     # -- completion ---------------------------------------------------------------------

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from .. import scheduler
 from ..store import reader
 from ..store import tables as t
-from ._states import LIVE_ALLOC, TERMINAL, AllocState
+from ._states import LIVE_ALLOC, AllocState, State
 from .views import progress_of
 
 QUEUED = "STATE_QUEUED"
@@ -123,7 +123,6 @@ def _holdings(engine: sa.Engine) -> dict[int, _Holdings]:
     return out
 
 
-_TERMINAL = [s.value for s in TERMINAL]
 
 
 def _experiment_jobs(engine: sa.Engine, holdings: dict[int, _Holdings]) -> list[tuple]:
@@ -131,7 +130,7 @@ def _experiment_jobs(engine: sa.Engine, holdings: dict[int, _Holdings]) -> list[
     if not holdings:
         return []
     e, tr = t.experiments.c, t.trials.c
-    done = sa.func.sum(sa.case((tr.state.in_(_TERMINAL), 1.0), else_=sa.func.coalesce(tr.progress, 0.0)))
+    done = sa.func.sum(sa.case((tr.state == State.COMPLETED.value, 1.0), else_=sa.func.coalesce(tr.progress, 0.0)))
     sums = (
         sa.select(tr.experiment_id, sa.func.count(), done)
         .where(tr.experiment_id.in_(list(holdings)))

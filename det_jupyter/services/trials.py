@@ -333,6 +333,14 @@ class TrialService:
             self._end(conn, trial, STOPPING_END[state], ends)
             if state == State.STOPPING_COMPLETED:
                 searcher_events.append(SearcherEvent("trial_closed", rid))
+            elif (state in (State.STOPPING_KILLED, State.STOPPING_CANCELED)
+                  and trial.exp_state in (State.ACTIVE.value, State.PAUSED.value)):
+                # This trial alone was killed (its experiment goes on): the searcher hears it
+                # was canceled and closed, as 0.38.1's does, so the search can finish (an
+                # experiment of one trial then ends CANCELED).
+                searcher_events.append(SearcherEvent("trial_exited_early", rid,
+                                                     reason=search.ExitedReason.USER_CANCELED.value))
+                searcher_events.append(SearcherEvent("trial_closed", rid))
         elif state == State.ACTIVE:
             if trial.exp_state == State.PAUSED.value:
                 conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=State.PAUSED.value))

@@ -66,19 +66,20 @@ class TrialView:
     alloc_states: set[str]
 
 
-_TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 
 
 def _progress(exp: Any, trials: list[Any]) -> float:
     """The experiment's progress: the searcher's own figure, or for searchers whose trials run
-    to their own length (single, random, grid), the trials' reported progress (0.38.1's rule:
-    running trials count by their progress, closed ones count whole)."""
-    done = sum(1.0 if tr.state in _TERMINAL else (tr.progress or 0.0) for tr in trials)
-    return progress_of(exp.progress, exp.config.get("searcher", {}), len(trials), done)
+    to their own length (single, random, grid), the trials' reported progress: completed
+    trials count whole, others (running, canceled, errored) by the progress they reported, so
+    an experiment stopped early does not read 100%."""
+    done = sum(1.0 if tr.state == "COMPLETED" else (tr.progress or 0.0) for tr in trials)
+    return progress_of(exp.progress, exp.config.get("searcher", {}), len(trials), done, exp.state)
 
 
-def progress_of(stored: float | None, searcher: dict, n_trials: int, done: float) -> float:
-    """``_progress`` from its sums: ``done`` counts closed trials whole and others by their
+def progress_of(stored: float | None, searcher: dict, n_trials: int, done: float,
+                state: str | None = None) -> float:
+    """``_progress`` from its sums: ``done`` counts completed trials whole and others by their
     progress (so a caller can compute it in SQL)."""
     stored = stored or 0.0
     name = searcher.get("name")
@@ -90,7 +91,14 @@ def progress_of(stored: float | None, searcher: dict, n_trials: int, done: float
         expected = max(n_trials, 1)
     else:
         return stored
-    return max(stored, min(1.0, done / max(expected, 1)))
+    share = min(1.0, done / max(expected, 1))
+    if state in _STOPPED_EARLY:
+        return share  # the searcher counted its closed trials as done; the work was not
+    return max(stored, share)
+
+
+#: Experiment states whose trials did not all finish: progress counts completed work only.
+_STOPPED_EARLY = frozenset({"CANCELED", "ERROR", "STOPPING_CANCELED", "STOPPING_ERROR", "STOPPING_KILLED"})
 
 
 class Views:
