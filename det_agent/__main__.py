@@ -70,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
         help="where task directories live (default: ~/.local/share/det-agent)",
     )
     p.add_argument(
+        "--task-python",
+        metavar="ENV",
+        default=os.environ.get("DET_AGENT_TASK_PYTHON") or None,
+        help="the Python environment tasks' python3 runs: a virtual environment (or its python3) "
+        "that has what their code imports, e.g. one with determined==0.38.1 installed so stock "
+        "Determined configs run unmodified (default: $DET_AGENT_TASK_PYTHON, else the agent's own)",
+    )
+    p.add_argument(
         "--resource-pool",
         metavar="POOL",
         default=os.environ.get("DET_AGENT_RESOURCE_POOL", ""),
@@ -220,6 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stats_interval=args.stats_interval,
             task_user=args.task_user,
             hidden_paths=[args.token_file] if args.token_file else [],
+            task_python=args.task_python,
         )
     except ValueError as e:
         _parser().error(str(e))

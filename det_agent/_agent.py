@@ -87,6 +87,7 @@ class Agent:
         stats_sampler: GpuStatsSampler | None = None,
         task_user: str | None = None,
         hidden_paths: Sequence[str] = (),
+        task_python: str | None = None,
     ) -> None:
         if not token:
             raise ValueError("the agent token is empty; pass the master's agent token")
@@ -113,6 +114,7 @@ class Agent:
                 warm_start=warm_start,
                 task_user=task_user,
                 hidden_paths=hidden_paths,
+                task_python=task_python,
             )
         )
         self._local = connect

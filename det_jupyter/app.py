@@ -90,6 +90,12 @@ class DetJupyterApp(ExtensionApp):
         "", config=True,
         help="Resource pool the embedded agent joins (empty: the default compute pool).",
     )
+    task_python = Unicode(
+        "", config=True,
+        help="The Python environment the embedded agent's tasks run (python3 resolves there): a "
+             "virtual environment, e.g. one with determined==0.38.1 for stock configs (default: "
+             "the master's own).",
+    )
     agent_slots = Integer(
         None, allow_none=True, config=True,
         help="CPU slots of the embedded agent when there is no GPU (default: number of CPUs).",
@@ -350,6 +356,12 @@ class DetJupyterApp(ExtensionApp):
             from det_agent import Agent, detect_slots
 
             agent_id = f"{socket.gethostname()}-embedded"
+            if self.task_python:
+                from det_agent.runtime._launch import task_python_dir
+                try:
+                    task_python_dir(self.task_python)
+                except ValueError as exc:
+                    raise SystemExit(f"det-jupyter: {exc}") from None
             self._agent = Agent(
                 self.master.settings.url,
                 self.master.settings.agent_token,
@@ -361,6 +373,7 @@ class DetJupyterApp(ExtensionApp):
                 warm_start=self.warm_start,
                 connect=lambda: self._local_link(agent_id),
                 hidden_paths=[self.data_dir, self.serverapp.runtime_dir],
+                task_python=self.task_python or None,
             )
             self._agent_task = asyncio.ensure_future(self._agent.run())
         self.log.info("det-jupyter master at %s (cluster %s)", self.master.settings.url, self.master.cluster_id)

@@ -251,3 +251,19 @@ def make_preexec(parent_pid: int) -> Callable[[], None]:
 def python_bin_dir() -> str:
     """The directory of the agent's interpreter, put first on the task's PATH."""
     return os.path.dirname(sys.executable)
+
+
+def task_python_dir(path: str) -> str:
+    """The bin directory of a Python environment named for tasks (``--task-python``): a
+    virtual environment (``/opt/venv``), its bin directory, or an interpreter in it. Its
+    ``python3`` is what a task's ``python3 train.py`` runs. ValueError naming what is missing."""
+    path = os.path.abspath(os.path.expanduser(path))
+    candidates = [path] if os.path.isdir(path) else [os.path.dirname(path)] if os.path.isfile(path) else []
+    if candidates and os.path.isdir(os.path.join(path, "bin")):
+        candidates.insert(0, os.path.join(path, "bin"))
+    for bin_dir in candidates:
+        exe = os.path.join(bin_dir, "python3")
+        if os.path.isfile(exe) and os.access(exe, os.X_OK):
+            return bin_dir
+    raise ValueError(f"--task-python {path}: no python3 there (give a virtual environment, its bin "
+                     "directory or its python3, e.g. /opt/venv)")

@@ -35,6 +35,7 @@ from ._launch import (
     open_parent_lock,
     probe_isolation,
     python_bin_dir,
+    task_python_dir,
 )
 from ._logs import LogBatcher, pump_pipe, utc_now, wait_process
 from ._taskdir import (
@@ -78,10 +79,14 @@ def _warn_no_isolation() -> None:
         )
 
 
-def _interpreter_paths() -> list[str]:
+def _interpreter_paths(python_bin: str | None = None) -> list[str]:
     """What every task must reach on the host: the agent's interpreter (its venv and the base
-    installation behind it) and the harness."""
+    installation behind it), the tasks' own Python environment when one is named, and the
+    harness."""
     paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    if python_bin:
+        paths.add(os.path.dirname(os.path.abspath(python_bin)))  # the environment's root
+        paths.add(os.path.dirname(os.path.realpath(os.path.join(python_bin, "python3"))))
     harness = harness_dir()
     if harness:
         paths.add(harness)
@@ -156,12 +161,15 @@ class ProcessRuntime(Runtime):
         warm_start: bool = True,
         task_user: str | None = None,
         hidden_paths: Sequence[str] = (),
+        task_python: str | None = None,
     ) -> None:
         self._work_dir = os.path.abspath(work_dir)
+        # The Python environment a task's python3 runs (``--task-python``); else the agent's.
+        self._python_bin = task_python_dir(task_python) if task_python else python_bin_dir()
         self._task_user = task_user or DEFAULT_TASK_USER
         self._default_identity: tuple[int, int, str] | None = None
         self._hidden = [self._work_dir, *(os.path.abspath(p) for p in hidden_paths if p)]
-        self._needed = _interpreter_paths()
+        self._needed = _interpreter_paths(self._python_bin)
         self._agent_id = agent_id
         self._slot_types = {s.id: s.type for s in slots}
         self._base_env = inherited_env(os.environ) if base_env is None else dict(base_env)
@@ -217,7 +225,7 @@ class ProcessRuntime(Runtime):
                     agent_id=self._agent_id,
                     slot_types=self._slot_types,
                     harness=harness_dir(),
-                    python_bin=python_bin_dir(),
+                    python_bin=self._python_bin,
                     home=f"{RUN_MOUNT}/home" if isolated else taskdir.home,
                     user=ident.user or account_name(ident.uid),
                 )

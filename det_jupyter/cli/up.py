@@ -49,6 +49,8 @@ def _serve(args: argparse.Namespace) -> int:
         cfg.DetJupyterApp.master_config = os.path.abspath(args.config)
     if args.agent_pool:
         cfg.DetJupyterApp.agent_resource_pool = args.agent_pool
+    if args.task_python:
+        cfg.DetJupyterApp.task_python = os.path.abspath(args.task_python)
     if args.agent_reconnect_wait is not None:
         cfg.DetJupyterApp.agent_reconnect_wait = args.agent_reconnect_wait
     app = ServerApp(config=cfg)
@@ -98,6 +100,8 @@ def _up(args: argparse.Namespace) -> int:
         argv += ["--config", os.path.abspath(args.config)]
     if args.agent_pool:
         argv += ["--agent-pool", args.agent_pool]
+    if args.task_python:
+        argv += ["--task-python", os.path.abspath(args.task_python)]
     if args.agent_reconnect_wait is not None:
         argv += ["--agent-reconnect-wait", str(args.agent_reconnect_wait)]
     if args.no_agent:
@@ -174,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--config", default=None,
                     help="master.yaml with resource_manager and resource_pools (pools, schedulers)")
     up.add_argument("--agent-pool", default=None, help="resource pool of the embedded agent")
+    up.add_argument("--task-python", default=None, metavar="ENV",
+                    help="Python environment the embedded agent's tasks run (a virtual environment "
+                         "or its python3, e.g. one with determined==0.38.1 for stock configs)")
     up.add_argument("--agent-reconnect-wait", type=float, default=None,
                     help="seconds an agent may stay away before its tasks count as lost (default 25)")
     up.add_argument("-d", "--detach", action="store_true", help="run in the background and return")

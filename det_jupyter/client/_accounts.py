@@ -34,8 +34,9 @@ def create_user(d: Any, username: str, password: str, *, admin: bool = False,
                                              "isHashed": False})["user"]
 
 
-def patch_user(d: Any, username: str, **changes: Any) -> dict[str, Any]:
-    """Change ``displayName``, ``username``, ``active``, ``admin`` or ``password`` (wire names)."""
+def patch_user(d: Any, target: str, /, **changes: Any) -> dict[str, Any]:
+    """Change user ``target``'s ``displayName``, ``username`` (a rename), ``active``, ``admin``
+    or ``password`` (wire names)."""
     allowed = {"displayName", "username", "active", "admin", "password"}
     unknown = set(changes) - allowed
     if unknown:
@@ -43,7 +44,7 @@ def patch_user(d: Any, username: str, **changes: Any) -> dict[str, Any]:
                            f"fields are {', '.join(sorted(allowed))}")
     if not changes:
         raise InvalidInput("nothing to change")
-    user_id = get_user(d, username)["id"]
+    user_id = get_user(d, target)["id"]
     return d._session.request("PATCH", f"/api/v1/users/{user_id}", changes)["user"]
 
 

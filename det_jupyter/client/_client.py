@@ -99,6 +99,9 @@ class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
             user = user or self._store.active_user(self.master)
             cached = self._store.token(self.master, user) if user else None
             if cached is None:
+                # A master that does not answer says so first ("cannot reach the master at
+                # URL"): logging in would not help.
+                self._session.get("/api/v1/master")
                 who = f" as {user}" if user else ""
                 raise NotLoggedIn(f"not logged in to {self.master}{who}; run `det user login` "
                                   "or call login(user=..., password=...)")

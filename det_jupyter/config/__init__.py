@@ -19,6 +19,7 @@ from ._defaults import (
 from ._detignore import DEFAULT_IGNORES, DetIgnore
 from ._entrypoint import is_trial_class, trial_entrypoint
 from ._hparams import MAX_GRID_POINTS, grid_size
+from ._keys import check_experiment_keys, check_task_keys, check_template_keys, task_keys_only
 from ._parse import parse_yaml
 from ._searcher import REMOVED_SEARCHERS, SEARCHERS
 from ._validate import validate_experiment_config
@@ -35,6 +36,9 @@ __all__ = [
     "SEARCHERS",
     "DetIgnore",
     "MasterDefaults",
+    "check_experiment_keys",
+    "check_task_keys",
+    "check_template_keys",
     "context_to_tgz",
     "environment_variables",
     "expand_experiment_config",
@@ -45,6 +49,7 @@ __all__ = [
     "parse_yaml",
     "read_context_dir",
     "searcher_max_length",
+    "task_keys_only",
     "tgz_to_b64",
     "trial_entrypoint",
     "validate_experiment_config",

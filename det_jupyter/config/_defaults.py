@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._hparams import normalize_hyperparameters
+from ._keys import check_experiment_keys
 from ._validate import SLOT_TYPES, check_checkpoint_storage, validate_experiment_config
 
 # Determined 0.38.1 master/pkg/schemas/expconf/const.go
@@ -134,8 +135,10 @@ def expand_experiment_config(config: dict[str, Any], defaults: MasterDefaults, *
     """Validate ``config`` and return a NEW dict with every Determined default filled in.
 
     ``seed`` makes the generated name and the default ``reproducibility.experiment_seed``
-    deterministic. The input is never mutated.
+    deterministic. The input is never mutated. Unknown keys are refused first (a misspelt
+    key would otherwise be filled with its default, and the typo would run silently).
     """
+    check_experiment_keys(config)
     validate_experiment_config(config)
     check_checkpoint_storage(defaults.checkpoint_storage, "master.checkpoint_storage")
     out = copy.deepcopy(config)

@@ -18,7 +18,8 @@ LOG_ACTIONS = ("exclude_node", "cancel_retries")
 def validate_experiment_config(config: dict[str, Any]) -> None:
     """Raise ``InvalidConfig`` naming the first problem found in an experiment config.
 
-    Unknown top-level keys are allowed (Determined ignores several); known keys are type-checked.
+    Known keys are type-checked here; unknown keys are ``check_experiment_keys``'s, which
+    ``expand_experiment_config`` (the one caller) runs first.
     """
     if not isinstance(config, dict):
         raise invalid("config", f"expected a mapping, got {type_name(config)}",
@@ -196,8 +197,11 @@ def _check_log_policies(policies: Any) -> None:
     for i, policy in enumerate(policies):
         field = f"log_policies[{i}]"
         check_type(policy, field, dict, "a mapping with name, pattern and action")
-        if not isinstance(policy.get("name"), str) or not policy["name"]:
-            raise invalid(f"{field}.name", "a log policy needs a name", "add e.g. `name: CUDA OOM`")
+        legacy = policy.get("name") is None and policy.get("pattern") is not None \
+            and policy.get("action") is not None  # 0.38.1 still takes the unnamed pre-0.38 form
+        if not legacy and (not isinstance(policy.get("name"), str) or not policy["name"]):
+            raise invalid(f"{field}.name", "a log policy needs a name (or, in the legacy form, "
+                          "a pattern and an action)", "add e.g. `name: CUDA OOM`")
         if policy.get("pattern") is not None:
             check_type(policy["pattern"], f"{field}.pattern", str, "a regular expression")
         action = policy.get("action")

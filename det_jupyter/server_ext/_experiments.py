@@ -9,12 +9,15 @@ from typing import Any
 
 from ..config import parse_yaml, tgz_to_b64
 from ..errors import DetError, InvalidRequest, NotFound
+from ..services import _checkpoint_order as ckorder
+from ..services._trial_list import SORT_BY as TRIAL_SORTS
 from ..services.authz import Perm
 from ..services.job_control import QueueUpdate
 from ..services.views import ExperimentView
 from . import _serialize as ser
 from ._api import BOOL, Q, api, ident, integer, labels, obj, paging, string, text, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
+from ._checkpoint_query import CHECKPOINT_LIST, checkpoint_query
 from ._wire import CONTEXT, EXPERIMENT_STATES, TRIAL_STATES
 
 _ACTIVE_ALIASES = {"QUEUED", "PULLING", "STARTING", "RUNNING"}
@@ -128,6 +131,12 @@ class ExperimentsHandler(DetHandler):
         prepared = await loop.run_in_executor(None, functools.partial(
             service.prepare, config_text, files, validate_only=validate_only, raw=raw))
         config = prepared.config
+        # Warm start: the source must be one the caller may read (404 as for any other).
+        searcher = config.get("searcher") or {}
+        if searcher.get("source_trial_id") is not None:
+            self.authorize_trial(int(searcher["source_trial_id"]), Perm.VIEW_EXPERIMENT_ARTIFACTS)
+        elif searcher.get("source_checkpoint_uuid") is not None:
+            self.authorize_checkpoint(str(searcher["source_checkpoint_uuid"]), Perm.VIEW_EXPERIMENT_ARTIFACTS)
         if validate_only:
             answer = {"experiment": {"id": 0, "name": config["name"], "archived": False, "config": config,
                                      "originalConfig": config_text, "jobId": "", "numTrials": 0,
@@ -207,10 +216,15 @@ class ExperimentVerbHandler(DetHandler):
 
 
 class ExperimentTrialsHandler(DetHandler):
+    """``GET /api/v1/experiments/{id}/trials`` (``Experiment.list_trials``, ``det e
+    list-trials``): sorted by ``sortBy`` and paged as 0.38.1 does (``services._trial_list``),
+    each trial with its best and latest validation."""
+
     allow_task = True
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
 
-    @api(query=[*paging(), Q("states", many=True, enum=TRIAL_STATES)])
+    @api(query=[*paging(negative_offset=True), Q("states", many=True, enum=TRIAL_STATES),
+                Q("sortBy", enum=TRIAL_SORTS, description="the trials' order (by id when not given)")])
     def get(self, exp_id: str) -> None:
         eid = int(exp_id)
         self.require_experiment(eid)
@@ -218,25 +232,37 @@ class ExperimentTrialsHandler(DetHandler):
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
         states = [s.removeprefix("STATE_") for s in self.get_query_arguments("states")]
-        views, total = self.master.views.trials(
-            exp_id=eid, states=states or None, offset=offset, limit=limit,
-            descending=self.get_query_argument("orderBy", "") == "ORDER_BY_DESC",
+        config = self.master.experiments.get(eid).config
+        views, total, start, validations = self.master.views.experiment_trials(
+            eid, config, states=states or None, offset=offset, limit=limit,
+            sort_by=self.get_query_argument("sortBy", None) or "SORT_BY_ID",
+            descending=self.get_query_argument("orderBy", "") == "ORDER_BY_DESC", now=self.master.clock.now(),
         )
-        self.send({"trials": [ser.trial(v.row, alloc_states=v.alloc_states) for v in views],
-                   "pagination": ser.pagination(offset, limit, total, len(views))})
+        self.send({"trials": [ser.trial(v.row, alloc_states=v.alloc_states, validations=validations.get(v.row.id))
+                              for v in views],
+                   "pagination": ckorder.pagination(offset, limit, start, start + len(views), total)})
 
 
 class ExperimentCheckpointsHandler(DetHandler):
+    """``GET /api/v1/experiments/{id}/checkpoints`` (``Experiment.list_checkpoints``,
+    ``top_checkpoint``, ``det e list-checkpoints|download``): filtered, sorted and paged as
+    0.38.1 does (``services._checkpoint_order``), each with the metrics at its step."""
+
     permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
 
-    @api()
+    @api(query=CHECKPOINT_LIST)
     def get(self, exp_id: str) -> None:
         eid = int(exp_id)
         view = get_view(self, eid)
-        rows = self.master.checkpoints.for_experiment(eid)
-        trials = {v.row.id: v.row for v in self.master.views.trials(exp_id=eid)[0]}
-        ckpts = [ser.checkpoint(r, trial_row=trials.get(r.trial_id), exp_config=view.row.config) for r in rows]
-        self.send({"checkpoints": ckpts, "pagination": ser.pagination(0, 0, len(ckpts), len(ckpts))})
+        query = checkpoint_query(self)
+        config = view.row.config
+        page = self.master.checkpoints.listing(config, query, experiment_id=eid)
+        wanted = sorted({c.row.trial_id for c in page.items if c.row.trial_id is not None})
+        trials = {v.row.id: v.row for v in self.master.views.trials(trial_ids=wanted, count=False)[0]} \
+            if wanted else {}
+        self.send({"checkpoints": [ser.listed_checkpoint(c, trial_row=trials.get(c.row.trial_id), exp_config=config)
+                                   for c in page.items],
+                   "pagination": ckorder.pagination(query.offset, query.limit, page.start, page.end, page.total)})
 
 
 class BestValidationHandler(DetHandler):

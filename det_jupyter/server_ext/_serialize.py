@@ -6,7 +6,9 @@ import json
 import time
 from typing import Any
 
+from ..services._checkpoint_order import ListedCheckpoint
 from ..services._states import State
+from ..services._trial_list import TrialValidations, ValidationReport
 from ..services.auth import User
 
 _second: list = [None, ""]  # the last whole second formatted: reports come in runs of them
@@ -120,7 +122,9 @@ def _metric_summary(summary: dict | None) -> dict[str, Any]:
 
 
 def trial(row: Any, *, alloc_states: set[str], best_checkpoint: dict | None = None,
-          latest_validation: dict | None = None) -> dict[str, Any]:
+          validations: TrialValidations | None = None) -> dict[str, Any]:
+    """A ``trialv1Trial``; ``validations``: its best and latest validation reports, shown as
+    ``bestValidation`` and ``latestValidation`` (absent when not given)."""
     out: dict[str, Any] = {
         "id": row.id,
         "experimentId": row.experiment_id,
@@ -138,21 +142,19 @@ def trial(row: Any, *, alloc_states: set[str], best_checkpoint: dict | None = No
         "metadata": row.run_metadata or {},
         "wallClockTime": ((row.end_time or 0) - row.start_time) if row.end_time else None,
     }
-    if row.best_validation is not None:
-        out["bestValidation"] = {
-            "totalBatches": row.total_batches,
-            "numInputs": 0,
-            "metrics": {"avgMetrics": {}, "batchMetrics": []},
-            "searcherMetric": row.best_validation,
-        }
-    if latest_validation is not None:
-        out["latestValidation"] = latest_validation
+    if validations is not None and validations.best is not None:
+        out["bestValidation"] = _validation_workload(validations.best)
+    if validations is not None and validations.latest is not None:
+        out["latestValidation"] = _validation_workload(validations.latest)
     if best_checkpoint is not None:
         out["bestCheckpoint"] = best_checkpoint
     return out
 
 
-def checkpoint(row: Any, *, trial_row: Any = None, exp_config: dict | None = None) -> dict[str, Any]:
+def checkpoint(row: Any, *, trial_row: Any = None, exp_config: dict | None = None,
+               listed: ListedCheckpoint | None = None) -> dict[str, Any]:
+    """A ``v1Checkpoint``; ``listed``: the same checkpoint with the reports at its step, which
+    fill ``training``'s metrics and ``searcherMetric`` (``v1CheckpointTrainingMetadata``)."""
     training: dict[str, Any] = {}
     if trial_row is not None:
         training = {
@@ -160,8 +162,9 @@ def checkpoint(row: Any, *, trial_row: Any = None, exp_config: dict | None = Non
             "experimentId": trial_row.experiment_id,
             "hparams": trial_row.hparams,
             "experimentConfig": exp_config or {},
-            "trainingMetrics": {"avgMetrics": {}},
-            "validationMetrics": {"avgMetrics": {}},
+            "trainingMetrics": {"avgMetrics": (listed and listed.training_metrics) or {}},
+            "validationMetrics": {"avgMetrics": (listed and listed.validation_metrics) or {}},
+            "searcherMetric": listed.searcher_metric if listed is not None else None,
         }
     return {
         "uuid": row.uuid,
@@ -174,6 +177,18 @@ def checkpoint(row: Any, *, trial_row: Any = None, exp_config: dict | None = Non
         "training": training,
         "storageId": row.storage_id,
     }
+
+
+def listed_checkpoint(item: ListedCheckpoint, *, trial_row: Any = None,
+                      exp_config: dict | None = None) -> dict[str, Any]:
+    """``checkpoint`` of a listed one (its row and its metrics)."""
+    return checkpoint(item.row, trial_row=trial_row, exp_config=exp_config, listed=item)
+
+
+def _validation_workload(report: ValidationReport) -> dict[str, Any]:
+    """A ``v1MetricsWorkload`` of a validation report."""
+    return {"totalBatches": report.steps_completed, "numInputs": 0, "endTime": ts(report.report_time),
+            "metrics": {"avgMetrics": report.metrics, "batchMetrics": []}}
 
 
 def metrics_workload(report: dict, trial_id: int) -> dict[str, Any]:

@@ -11,8 +11,10 @@ from ..services.auth import AllocationPrincipal
 from ..services.authz import Perm
 from . import _models
 from . import _serialize as ser
-from ._api import ANY, ANY_OBJECT, ORDER_BY, Q, api, array, dict_of, integer, obj, string
+from ._api import ANY, ANY_OBJECT, Q, api, array, dict_of, integer, obj, string
 from ._base import DetHandler
+from ._log_filters import QUERY as LOG_QUERY
+from ._log_filters import log_filter
 from ._wire import CHECKPOINT_STATES, LOG_LEVELS
 
 #: ``v1TaskLog``, as the stock log shipper sends it (and its snake_case forms).
@@ -115,15 +117,16 @@ class TaskLogsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
     allow_task = True
 
-    @api(query=[Q("follow", "boolean"), Q("limit", "integer", minimum=0), Q("orderBy", enum=ORDER_BY)])
+    @api(query=LOG_QUERY)
     async def get(self, task_id: str) -> None:
         self.require_task(task_id)
         authorize_task(self, task_id)
         self.set_header("Content-Type", "application/x-ndjson")
         follow = self.bool_arg("follow")
+        where = log_filter(self)
         limit = self.int_arg("limit", 0) or 0
         logs = self.master.logs
-        rows = logs.query(task_id=task_id, limit=limit,
+        rows = logs.query(task_id=task_id, where=where, limit=limit,
                           descending=self.get_query_argument("orderBy", "") == "ORDER_BY_DESC")
         last = max((r.id for r in rows), default=0)
         for r in rows:
@@ -131,7 +134,7 @@ class TaskLogsHandler(DetHandler):
         await self.flush()
         idle = 0
         while follow and not self.request.connection.stream.closed() and idle < 3600:
-            rows = logs.query(task_id=task_id, after_id=last)
+            rows = logs.query(task_id=task_id, where=where, after_id=last)
             for r in rows:
                 self.write(ser.ndjson(ser.task_log(r)))
                 last = r.id
@@ -296,5 +299,7 @@ class CheckpointHandler(DetHandler):
         self.authorize_checkpoint(uuid)
         trial = self.master.views.trial(row.trial_id) if row.trial_id else None
         cfg = self.master.experiments.get(row.experiment_id).config if row.experiment_id else None
-        self.send({"checkpoint": ser.checkpoint(row, trial_row=trial.row if trial else None, exp_config=cfg)})
+        listed = self.master.checkpoints.with_metrics(uuid, cfg)  # the reports at its step
+        self.send({"checkpoint": ser.listed_checkpoint(listed, trial_row=trial.row if trial else None,
+                                                       exp_config=cfg)})
 

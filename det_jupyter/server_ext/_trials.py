@@ -9,12 +9,16 @@ import time
 from typing import Any
 
 from ..errors import InvalidRequest, NotFound
+from ..services import _checkpoint_order as ckorder
 from ..services._states import TERMINAL, State
 from ..services.authz import Perm
 from ..services.metrics import parse_report, parse_reports
 from . import _serialize as ser
-from ._api import ANY_OBJECT, MAX_ID, ORDER_BY, Q, api, array, integer, obj, paging, string
+from ._api import ANY_OBJECT, MAX_ID, Q, api, array, integer, obj, paging, string
 from ._base import DetHandler
+from ._checkpoint_query import CHECKPOINT_LIST, checkpoint_query
+from ._log_filters import QUERY as LOG_QUERY
+from ._log_filters import log_filter
 from ._wire import EXITED_REASONS, METRIC_TYPES
 
 _STEPS = integer(0, 2**31 - 1)
@@ -41,7 +45,9 @@ class TrialHandler(DetHandler):
     @api()
     def get(self, trial_id: str) -> None:
         v = trial_view(self, int(trial_id))
-        self.send({"trial": ser.trial(v.row, alloc_states=v.alloc_states)})
+        config = self.master.experiments.get(v.row.experiment_id).config
+        validations = self.master.views.validations([v.row.id], config).get(v.row.id)
+        self.send({"trial": ser.trial(v.row, alloc_states=v.alloc_states, validations=validations)})
 
 
 class TrialKillHandler(DetHandler):
@@ -151,13 +157,14 @@ class TrialCheckpointsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
     allow_task = True
 
-    @api()
+    @api(query=CHECKPOINT_LIST)
     def get(self, trial_id: str) -> None:
         v = trial_view(self, int(trial_id))
-        exp = self.master.experiments.get(v.row.experiment_id)
-        ckpts = [ser.checkpoint(r, trial_row=v.row, exp_config=exp.config)
-                 for r in self.master.checkpoints.for_trial(int(trial_id))]
-        self.send({"checkpoints": ckpts, "pagination": ser.pagination(0, 0, len(ckpts), len(ckpts))})
+        query = checkpoint_query(self)
+        config = self.master.experiments.get(v.row.experiment_id).config
+        page = self.master.checkpoints.listing(config, query, trial_id=v.row.id)
+        self.send({"checkpoints": [ser.listed_checkpoint(c, trial_row=v.row, exp_config=config) for c in page.items],
+                   "pagination": ckorder.pagination(query.offset, query.limit, page.start, page.end, page.total)})
 
 
 class TrialWorkloadsHandler(DetHandler):
@@ -195,30 +202,29 @@ class TrialWorkloadsHandler(DetHandler):
                    "pagination": ser.pagination(offset, limit, total, len(page))})
 
 
+_TRIAL_IDS = Q("trialIds", "integer", many=True, minimum=1, maximum=MAX_ID, max_items=500, required=True)
+
+
 class TrialsMetricsHandler(DetHandler):
     """``GET /api/v1/trials/metrics/trial_metrics?group=G&trialIds=…`` (``Trial.iter_metrics``,
     ``client.iter_trials_metrics``): every visible report of the trials in ``group``, trials by
     id, each in step order, as NDJSON lines of ``{"metrics": [v1MetricsReport, …]}`` of up to
     ``BATCH`` reports; what is stored when the request comes (it does not follow, as 0.38.1's
-    does not). ``training_metrics`` and ``validation_metrics`` are the same for one group."""
+    does not). A trial named twice is read once. ``training_metrics`` and
+    ``validation_metrics`` are the same for one group."""
 
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
     allow_task = True  # a trial's own task, reading its own metrics back
     BATCH = 1000
-    #: The group the route is for; None: the ``group`` query parameter
-    group: str | None = None
 
-    @api(query=[Q("trialIds", "integer", many=True, minimum=1, maximum=MAX_ID, max_items=1000, required=True),
-                Q("group", max_length=64, description="the metrics group (trial_metrics only)")])
+    @api(query=[_TRIAL_IDS, Q("group", max_length=64, required=True, pattern="^.+$",
+                               description="the metrics group: training, validation or your own")])
     async def get(self) -> None:
-        ids = [int(v) for v in self.get_query_arguments("trialIds")]
-        group = self.group or self.get_query_argument("group", "")
-        if not group:
-            raise InvalidRequest("group is required: the metrics group to read (training, validation…)")
-        if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
-            raise InvalidRequest(f"duplicate trialIds={dup} given; name each trial once")
-        for tid in sorted(ids):
+        await self.stream(self.get_query_argument("group", ""))
+
+    async def stream(self, group: str) -> None:
+        ids = sorted({int(v) for v in self.get_query_arguments("trialIds")})
+        for tid in ids:
             self.require_trial(tid)
             self.authorize_trial(tid)
         # The key of every report, the way the stock client reads it: validation reports under
@@ -227,7 +233,7 @@ class TrialsMetricsHandler(DetHandler):
         self.set_header("Content-Type", "application/x-ndjson")
         metrics = self.master.metrics
         loop = asyncio.get_running_loop()
-        for tid in sorted(ids):
+        for tid in ids:
             offset = 0
             while True:
                 rows = await loop.run_in_executor(None, functools.partial(
@@ -248,13 +254,17 @@ class TrialsMetricsHandler(DetHandler):
 class TrainingMetricsHandler(TrialsMetricsHandler):
     """``GET /api/v1/trials/metrics/training_metrics`` (``stream_trials_training_metrics``)."""
 
-    group = "training"
+    @api(query=[_TRIAL_IDS])
+    async def get(self) -> None:
+        await self.stream("training")
 
 
 class ValidationMetricsHandler(TrialsMetricsHandler):
     """``GET /api/v1/trials/metrics/validation_metrics`` (``stream_trials_validation_metrics``)."""
 
-    group = "validation"
+    @api(query=[_TRIAL_IDS])
+    async def get(self) -> None:
+        await self.stream("validation")
 
 
 class TrialLogsHandler(DetHandler):
@@ -262,23 +272,24 @@ class TrialLogsHandler(DetHandler):
 
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
 
-    @api(query=[Q("follow", "boolean"), Q("limit", "integer", minimum=0), Q("orderBy", enum=ORDER_BY)])
+    @api(query=LOG_QUERY)
     async def get(self, trial_id: str) -> None:
         tid = int(trial_id)
         trial_view(self, tid)
         self.set_header("Content-Type", "application/x-ndjson")
         follow = self.bool_arg("follow")
+        where = log_filter(self)
         limit = self.int_arg("limit", 0) or 0
         descending = self.get_query_argument("orderBy", "") == "ORDER_BY_DESC"
         logs = self.master.logs
-        rows = logs.query(trial_id=tid, limit=limit, descending=descending)
+        rows = logs.query(trial_id=tid, where=where, limit=limit, descending=descending)
         last = max((r.id for r in rows), default=0)
         for r in rows:
             self.write(ser.ndjson(ser.trial_log(r, tid)))
         await self.flush()
         while follow and not self.request.connection.stream.closed():
             done = State(self.master.trials.state(tid)) in TERMINAL
-            rows = logs.query(trial_id=tid, after_id=last)
+            rows = logs.query(trial_id=tid, where=where, after_id=last)
             for r in rows:
                 self.write(ser.ndjson(ser.trial_log(r, tid)))
                 last = r.id

@@ -9,6 +9,7 @@ from . import (
     _cluster,
     _commands,
     _experiment_admin,
+    _experiment_labels,
     _experiments,
     _groups,
     _jobs,
@@ -26,6 +27,7 @@ from . import (
     _tokens,
     _trials,
     _users,
+    _webhooks,
     _workspaces,
 )
 from ._base import NotFoundHandler
@@ -53,6 +55,7 @@ ROUTES: list[tuple[str, Any]] = [
     (rf"/api/v1/experiments/{_ID}/(activate|pause|cancel|kill)", _experiments.ExperimentVerbHandler),
     (rf"/api/v1/experiments/{_ID}/trials", _experiments.ExperimentTrialsHandler),
     (rf"/api/v1/experiments/{_ID}/checkpoints", _experiments.ExperimentCheckpointsHandler),
+    (rf"/api/v1/experiments/{_ID}/labels/([^/]+)", _experiment_labels.ExperimentLabelHandler),
     (rf"/api/v1/experiments/{_ID}/searcher/best_searcher_validation_metric", _experiments.BestValidationHandler),
     (rf"/api/v1/experiments/{_ID}/model_def", _experiments.ModelDefHandler),
     (r"/api/v1/trials/time-series", _trials.TimeSeriesHandler),
@@ -148,5 +151,9 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/models/([^/]+)/versions/(-?[0-9]+)", _models.ModelVersionHandler),
     (r"/api/v1/model/labels", _models.ModelLabelsHandler),
     (r"/api/v1/checkpoints/rm", _models.CheckpointsRemoveHandler),
+    (r"/api/v1/webhooks", _webhooks.WebhooksHandler),
+    (r"/api/v1/webhooks/custom", _webhooks.WebhookEventDataHandler),
+    (rf"/api/v1/webhooks/{_ID}", _webhooks.WebhookHandler),
+    (rf"/api/v1/webhooks/{_ID}/test", _webhooks.WebhookTestHandler),
     (r"/api/v1/.*", NotFoundHandler),
 ]

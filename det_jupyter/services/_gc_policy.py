@@ -14,8 +14,10 @@ are never deleted:
 
 A checkpoint's metric is the searcher metric of its trial's validation at the same step
 (Determined joins validations to checkpoints on ``steps_completed``); one without a metric is
-never among the "best". Ties share a rank, as SQL's ``rank()`` does, so a tie at the cut keeps
-every checkpoint in it.
+never among the "best". Equal metrics are ranked by that validation's report order, earlier
+first, as 0.38.1's ``ExperimentCheckpointsToGCRaw`` orders by ``metric, validations.id``: a
+tie at the cut keeps only as many as the count allows. Two checkpoints at one step share
+their validation and so their rank; so do checkpoints at the same step for "latest".
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ class CheckpointFacts:
     steps_completed: int
     metric: float | None = None
     state: str = "COMPLETED"
+    #: the validation's place in report order (its row id): what breaks a tie in ``metric``
+    validation_order: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class TrialFacts:
     latest_checkpoint: str | None = None
 
 
-def _top(items: list[CheckpointFacts], key: Callable[[CheckpointFacts], float], n: int) -> set[str]:
+def _top(items: list[CheckpointFacts], key: Callable[[CheckpointFacts], Any], n: int) -> set[str]:
     """The uuids ranked within the first ``n`` (rank = 1 + how many are strictly better;
     a smaller key is better)."""
     if n <= 0 or not items:
@@ -102,8 +106,8 @@ def select_to_delete(checkpoints: Iterable[CheckpointFacts], trials: Iterable[Tr
     candidates = [c for c in checkpoints if c.state in COLLECTABLE]
     sign = 1.0 if policy.smaller_is_better else -1.0
 
-    def by_metric(c: CheckpointFacts) -> float:
-        return sign * float(c.metric)  # type: ignore[arg-type]
+    def by_metric(c: CheckpointFacts) -> tuple[float, int]:
+        return sign * float(c.metric), c.validation_order  # type: ignore[arg-type]
 
     keep = set(protected)
     keep |= _top([c for c in candidates if _has_metric(c)], by_metric, policy.save_experiment_best)

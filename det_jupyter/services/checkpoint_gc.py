@@ -167,18 +167,21 @@ class CheckpointGC:
                       for r in conn.execute(sa.select(tr.id, tr.state, tr.latest_checkpoint).where(
                           tr.id.in_(sa.select(ck.trial_id).where(*collectable))))]
             metric_name = (config.get("searcher") or {}).get("metric")
-            metrics: dict[tuple[int, int], float] = {}
-            for v in conn.execute(sa.select(m.trial_id, m.steps_completed, m.body)
+            # (trial, step) -> the searcher metric and the validation's id (ties go by it)
+            metrics: dict[tuple[int, int], tuple[float, int]] = {}
+            for v in conn.execute(sa.select(m.id, m.trial_id, m.steps_completed, m.body)
                                   .join(t.checkpoints, sa.and_(ck.trial_id == m.trial_id,
                                                                ck.steps_completed == m.steps_completed))
                                   .where(*collectable, m.mgroup == "validation", m.archived.is_(False))
                                   .order_by(m.id)):
                 value = _metric(v.body, metric_name)
                 if value is not None:
-                    metrics[(v.trial_id, v.steps_completed)] = value
+                    metrics[(v.trial_id, v.steps_completed)] = (value, v.id)
             protected = self._registered(conn, [r.uuid for r in rows])
-        facts = [CheckpointFacts(r.uuid, r.trial_id, r.steps_completed,
-                                 metrics.get((r.trial_id, r.steps_completed)), r.state) for r in rows]
+        facts = []
+        for r in rows:
+            value, order = metrics.get((r.trial_id, r.steps_completed), (None, 0))
+            facts.append(CheckpointFacts(r.uuid, r.trial_id, r.steps_completed, value, r.state, order))
         doomed = select_to_delete(facts, trials, GcPolicy.from_config(config), protected)
         if not doomed:
             return []

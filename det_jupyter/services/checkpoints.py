@@ -1,9 +1,12 @@
-"""Checkpoints reported by tasks, and the trial's latest one (what a restart resumes from)."""
+"""Checkpoints reported by tasks, the trial's latest one (what a restart resumes from), and the
+lists users read: each checkpoint with the training and validation reports at its step, as
+0.38.1's ``checkpoints_view`` joins them (``_checkpoint_order`` filters, sorts and pages)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,8 +14,59 @@ import sqlalchemy as sa
 from ..errors import InvalidRequest, NotFound
 from ..store import reader
 from ..store import tables as t
+from ._checkpoint_order import (
+    CheckpointQuery,
+    ListedCheckpoint,
+    metric_value,
+    order_checkpoints,
+    page_bounds,
+)
 from ._clock import Clock
 from .logs import parse_time
+
+
+@dataclass(frozen=True)
+class CheckpointPage:
+    """One page of a checkpoint list: ``items`` are ``[start, end)`` of ``total``."""
+
+    items: list[ListedCheckpoint]
+    total: int
+    start: int
+    end: int
+
+
+def _joined(where: Any) -> Any:
+    """Checkpoints with the ids and bodies of the visible training and validation reports at
+    their step (the metrics index on trial, group, archived, step finds each)."""
+    ck = t.checkpoints.c
+    cols: list[Any] = [t.checkpoints]
+    joined: Any = t.checkpoints
+    for group in ("training", "validation"):
+        report = t.metrics.alias(f"{group}_report")
+        m = report.c
+        cols += [m.id.label(f"{group}_id"), m.body.label(f"{group}_body")]
+        joined = joined.outerjoin(report, sa.and_(
+            m.trial_id == ck.trial_id, m.mgroup == group, m.archived.is_(False),
+            m.steps_completed == ck.steps_completed))
+    return sa.select(*cols).select_from(joined).where(where)
+
+
+def _listed(rows: list[Any], config: dict | None) -> list[ListedCheckpoint]:
+    """Each checkpoint once (should a step hold two visible reports, the later one counts),
+    with its metrics and the searcher metric of ``config``."""
+    latest: dict[str, Any] = {}
+    for r in rows:
+        seen = latest.get(r.uuid)
+        if seen is None or ((r.validation_id or 0), (r.training_id or 0)) > \
+                ((seen.validation_id or 0), (seen.training_id or 0)):
+            latest[r.uuid] = r
+    metric = ((config or {}).get("searcher") or {}).get("metric")
+    out = []
+    for r in latest.values():
+        validation = json.loads(r.validation_body) if r.validation_body is not None else None
+        training = json.loads(r.training_body) if r.training_body is not None else None
+        out.append(ListedCheckpoint(r, training, validation, metric_value(validation, metric)))
+    return out
 
 
 class CheckpointService:
@@ -83,6 +137,28 @@ class CheckpointService:
                 sa.select(t.checkpoints).where(t.checkpoints.c.experiment_id == exp_id)
                 .order_by(t.checkpoints.c.report_time)
             ))
+
+    def listing(self, config: dict, query: CheckpointQuery, *, experiment_id: int | None = None,
+                trial_id: int | None = None) -> CheckpointPage:
+        """A page of the experiment's (or trial's) checkpoints as ``query`` asks, with their
+        metrics; ``config``: the experiment's (its searcher metric and its direction)."""
+        ck = t.checkpoints.c
+        where = ck.trial_id == trial_id if trial_id is not None else ck.experiment_id == experiment_id
+        with self._reader.connect() as conn:
+            rows = conn.execute(_joined(where)).all()
+        searcher = (config or {}).get("searcher") or {}
+        ordered = order_checkpoints(_listed(rows, config), query,
+                                    smaller_is_better=bool(searcher.get("smaller_is_better", True)))
+        start, end = page_bounds(len(ordered), query.offset, query.limit)
+        return CheckpointPage(ordered[start:end], len(ordered), start, end)
+
+    def with_metrics(self, uuid: str, config: dict | None) -> ListedCheckpoint:
+        """One checkpoint with the reports at its step (``get``'s NotFound if there is none)."""
+        with self._reader.connect() as conn:
+            rows = conn.execute(_joined(t.checkpoints.c.uuid == uuid)).all()
+        if not rows:
+            raise NotFound(f"checkpoint {uuid} not found")
+        return _listed(rows, config)[0]
 
     def storage_id(self, config: Any) -> int:
         """The id of a checkpoint-storage config (``runs/start`` returns it)."""

@@ -104,6 +104,8 @@ class CommandService:
                kind: str = "COMMAND", workspace_id: int = 1) -> sa.Row:
         """Queue a task of ``kind``: COMMAND, or a proxied kind of ``_kinds.KINDS``."""
         extra: dict[str, Any] = {}
+        if isinstance(raw_config, dict):  # a typo is refused, as 0.38.1's strict decode does
+            expconf.check_task_keys(raw_config, kind)
         if kind in KINDS:
             if not isinstance(raw_config, dict):
                 raise InvalidRequest("config must be an object")

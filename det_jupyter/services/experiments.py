@@ -27,6 +27,7 @@ from . import _names
 from ._clock import Clock
 from ._searcher_log import SearcherEvent, SearcherLog
 from ._states import STOPPING, STOPPING_END, TERMINAL, State, can_transition
+from ._warm_start import warm_start_checkpoint
 from .auth import User
 
 log = logging.getLogger("det_jupyter")
@@ -55,6 +56,8 @@ class ExperimentService:
         self.on_change: Callable[[], None] = lambda: None
         # Called with an experiment's id once it ended (checkpoint GC, wired by the Master).
         self.on_finished: Callable[[int], None] = lambda _exp_id: None
+        # Called in the transaction that sets a state (webhooks, wired by the Master).
+        self.on_state: Callable[[sa.Connection, int, str], None] = lambda _conn, _exp_id, _state: None
 
     # -- create -------------------------------------------------------------------------
 
@@ -112,6 +115,7 @@ class ExperimentService:
         job = self._job_values(config)
         now = self._clock.now()
         with self._engine.begin() as conn:
+            warm_start_checkpoint(conn, config["searcher"])  # refused here when there is none
             project = project_id if project_id is not None else 1
             if conn.execute(sa.select(t.projects.c.id).where(t.projects.c.id == project)).first() is None:
                 raise NotFound(f"project {project} not found")
@@ -269,6 +273,7 @@ class ExperimentService:
         if error is not None:
             values["error_message"] = error
         conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(**values))
+        self.on_state(conn, exp_id, state.value)
 
     # -- searcher events ----------------------------------------------------------------
 

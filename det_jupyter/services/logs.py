@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,6 +37,56 @@ def storable_text(text: str) -> str:
     except UnicodeEncodeError:
         text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
     return text
+
+
+#: What Python's logging writes first with Determined's ``det.LOG_FORMAT`` ("INFO: [pid] name:
+#: …"), after the ``[rank=N] `` that ``determined.launch.wrap_rank`` puts in front.
+_PREFIX = re.compile(r"(?:\[rank=([0-9]{1,9})\] )?(?:(TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL): )?")
+_LEVEL_NAMES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
+
+
+def line_level(text: str, stdtype: str) -> tuple[str, int | None]:
+    """A printed line's level and rank: the level its logging prefix names; without one, INFO
+    on stdout and ERROR on stderr (a traceback, a crash)."""
+    m = _PREFIX.match(text)
+    rank = int(m.group(1)) if m and m.group(1) else None
+    if m and m.group(2):
+        return _LEVEL_NAMES.get(m.group(2), m.group(2)), rank
+    return ("ERROR" if stdtype == "stderr" else "INFO"), rank
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """Which lines a log query returns (each empty field: any)."""
+
+    levels: tuple[str, ...] = ()
+    rank_ids: tuple[int, ...] = ()
+    agent_ids: tuple[str, ...] = ()
+    allocation_ids: tuple[str, ...] = ()
+    stdtypes: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    search_text: str | None = None  # a substring
+    after: float | None = None
+    before: float | None = None
+
+    def where(self) -> list[Any]:
+        c = t.task_logs.c
+        out: list[Any] = []
+        for column, values in ((c.level, self.levels), (c.rank_id, self.rank_ids), (c.agent_id, self.agent_ids),
+                               (c.allocation_id, self.allocation_ids), (c.stdtype, self.stdtypes),
+                               (c.source, self.sources)):
+            if values:
+                out.append(column.in_(values))
+        if self.search_text:
+            out.append(c.log.contains(self.search_text, autoescape=True))
+        if self.after is not None:
+            out.append(c.timestamp > self.after)
+        if self.before is not None:
+            out.append(c.timestamp < self.before)
+        return out
+
+
+NO_FILTER = LogFilter()
 
 
 class LogService:
@@ -75,6 +127,8 @@ class LogService:
                 continue
             last = seq
             stdtype = line.get("stdtype") or "stdout"
+            text = str(line.get("log", ""))
+            level, rank = line_level(text, stdtype)
             rows.append({
                 "task_id": task_id,
                 "allocation_id": allocation_id,
@@ -82,11 +136,11 @@ class LogService:
                 "agent_id": agent_id,
                 "seq": seq,
                 "timestamp": parse_time(line.get("timestamp"), now),
-                "level": "ERROR" if stdtype == "stderr" else "INFO",
+                "level": level,
                 "stdtype": stdtype,
                 "source": "task",
-                "rank_id": line.get("rank_id"),
-                "log": str(line.get("log", "")),
+                "rank_id": rank if line.get("rank_id") is None else line.get("rank_id"),
+                "log": text,
             })
         self._insert(rows)
         self._last_seq[key] = last  # only once stored: a failed insert is retried whole
@@ -125,9 +179,11 @@ class LogService:
 
     def query(
         self, *, trial_id: int | None = None, task_id: str | None = None, after_id: int = 0,
-        limit: int | None = None, descending: bool = False,
+        limit: int | None = None, descending: bool = False, where: LogFilter = NO_FILTER,
     ) -> list[sa.Row]:
-        q = sa.select(t.task_logs)
+        """Stored lines in order (``descending``: newest first), ``where`` they match; at most
+        ``limit`` of them (0 or None: all)."""
+        q = sa.select(t.task_logs).where(*where.where())
         if trial_id is not None:
             q = q.where(t.task_logs.c.trial_id == trial_id)
         if task_id is not None:

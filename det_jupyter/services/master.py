@@ -38,6 +38,7 @@ from .tokens import TokenService
 from .trials import MasterIdentity, TrialService
 from .users import UserService
 from .views import Views
+from .webhooks import WebhookService
 from .workspaces import WorkspaceService
 
 log = logging.getLogger("det_jupyter")
@@ -143,6 +144,10 @@ class Master:
             gpu_busy=self._gpu_busy)
         self.notebooks.idle_check_interval = settings.notebook_idle_check_s
         self.notebooks.rbac = self.rbac
+        self.webhooks = WebhookService(
+            self.engine, self.clock, sealer=Sealer(bytes.fromhex(key)), resources=self.resources,
+            signing_key=load_or_create_secret(os.path.join(settings.data_dir, "webhook_signing_key")))
+        self.experiments.on_state = self.webhooks.on_state
 
     def _gpu_busy(self, allocation_id: str) -> bool:
         """Whether a GPU slot of the allocation is in use (its agent's last slot_stats)."""
@@ -198,6 +203,7 @@ class Master:
                     level="WARNING",
                 )
         self.trials.recover()
+        self.webhooks.start()
         for exp_id in self.experiments.active_ids():
             self.experiments.maybe_finish(exp_id)
         self.rm.schedule_soon()
@@ -219,6 +225,7 @@ class Master:
         loop turn; without a hook, before this returns.
         """
         validations, trial = self.metrics.ingest(trial_id, run_id, reports)
+        self.webhooks.on_metrics(trial_id, reports)
         if not validations:
             return
         if trial.state != "ACTIVE":
@@ -235,6 +242,7 @@ class Master:
             self.searcher_batch.flush()  # validations queued for a loop turn that will not come
         finally:
             self.checkpoint_gc.stop()
+            self.webhooks.stop()
             self.engine.dispose()
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..config import check_template_keys, task_keys_only
 from ..config._merge import check_template_config, merge_template
 from ..errors import Conflict, InvalidConfig, InvalidRequest, NotFound
 from ..store import reader
@@ -42,9 +43,12 @@ def check_name(name: object) -> str:
 
 
 def check_config(config: object) -> dict[str, Any]:
-    """A template's config (a mapping that names no template), or InvalidRequest (400)."""
+    """A template's config (a mapping that names no template, with no key that neither an
+    experiment nor a task config takes), or InvalidRequest (400)."""
     try:
-        return check_template_config(config)
+        checked = check_template_config(config)
+        check_template_keys(checked)
+        return checked
     except InvalidConfig as exc:
         raise InvalidRequest(exc.message) from None
 
@@ -89,8 +93,10 @@ class TemplateService:
         return rows[start:end], total
 
     def expand(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
-        """``config`` with template ``name`` merged in (config wins; see ``config._merge``)."""
-        return merge_template(self.get(name).config, config)
+        """Task config ``config`` with template ``name`` merged in (config wins; see
+        ``config._merge``). Of the template only what a task config takes is used, as 0.38.1
+        reads a template into a task leniently: an experiment template still serves a notebook."""
+        return merge_template(task_keys_only(self.get(name).config), config)
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ._clock import Clock
 from ._searcher_log import SearcherEvent
 from ._states import STOPPING, STOPPING_END, TERMINAL, AllocState, State
 from ._task_spec import trial_spec
+from ._warm_start import warm_start_checkpoint
 from .allocations import AllocationService, Gang
 from .metrics import recompute_summary
 
@@ -123,6 +124,8 @@ class TrialService:
                 total_batches=0,
                 searcher_stopped=False,
                 start_time=self._clock.now(),
+                # warm start: the trial's first allocation loads the source checkpoint
+                latest_checkpoint=warm_start_checkpoint(conn, exp.config.get("searcher")),
             )
             .returning(t.trials.c.id)
         ).scalar_one()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,9 @@ import sqlalchemy as sa
 from ..store import reader
 from ..store import tables as t
 from . import _metric_series as stored
+from . import _trial_list as trial_list
 from ._states import AllocState
+from ._trial_list import TrialValidations
 
 # A trial view is every column but the metrics' ingestion bookkeeping (JSON decoded per row:
 # an experiment table of hundreds of trials paid for it).
@@ -244,3 +247,68 @@ class Views:
     def trial(self, trial_id: int) -> TrialView | None:
         views, _ = self.trials(trial_ids=[trial_id], count=False)
         return views[0] if views else None
+
+    def experiment_trials(
+        self, exp_id: int, config: dict, *, states: list[str] | None = None, sort_by: str = "SORT_BY_ID",
+        descending: bool = False, offset: int = 0, limit: int = 0, now: float = 0.0,
+    ) -> tuple[list[TrialView], int, int, dict[int, TrialValidations]]:
+        """A page of the experiment's trials as ``GetExperimentTrials`` orders it
+        (``_trial_list``): the views, the total, the page's start index, and the page's
+        trials' best and latest validations."""
+        searcher = config.get("searcher") or {}
+        metric, smaller = searcher.get("metric"), bool(searcher.get("smaller_is_better", True))
+        q = sa.select(*_TRIAL_VIEW_COLUMNS).where(t.trials.c.experiment_id == exp_id)
+        if states:
+            q = q.where(t.trials.c.state.in_(states))
+        in_python = sort_by in trial_list.SORTED_IN_PYTHON
+        with self._reader.connect() as conn:
+            total = conn.execute(sa.select(sa.func.count()).select_from(q.subquery())).scalar_one()
+            start, end = trial_list.page_bounds(total, offset, limit)
+            if start >= end:
+                return [], total, start, {}
+            if in_python:
+                rows = conn.execute(q).all()
+                if sort_by == "SORT_BY_LATEST_VALIDATION_METRIC":
+                    values = trial_list.latest_values(self._validations(conn, [r.id for r in rows], metric, smaller),
+                                                      metric, smaller)
+                else:
+                    values = {r.id: 0.0 for r in rows} | self._checkpoint_sizes(conn, exp_id)
+                rows = trial_list.sort_in_python(rows, values, descending)[start:end]
+            else:
+                q = q.order_by(*trial_list.sql_order(sort_by, descending, smaller_is_better=smaller, now=now))
+                rows = conn.execute(q.offset(start).limit(end - start)).all()
+            # The whole experiment: its trials by a subquery (see ``trials``), not by ids.
+            ids: Any = ([r.id for r in rows] if states or end - start < total
+                        else sa.select(t.trials.c.id).where(t.trials.c.experiment_id == exp_id))
+            views = self._with_allocation_states(conn, rows, ids)
+            return views, total, start, self._validations(conn, ids, metric, smaller)
+
+    def validations(self, trial_ids: list[int], config: dict) -> dict[int, TrialValidations]:
+        """The trials' best and latest validation reports by ``config``'s searcher metric."""
+        searcher = config.get("searcher") or {}
+        with self._reader.connect() as conn:
+            return self._validations(conn, trial_ids, searcher.get("metric"),
+                                     bool(searcher.get("smaller_is_better", True)))
+
+    @staticmethod
+    def _validations(conn: sa.Connection, trial_ids: Any, metric: str | None,
+                     smaller: bool) -> dict[int, TrialValidations]:
+        """``trial_ids``: a list, or a subquery of them."""
+        if (isinstance(trial_ids, list) and not trial_ids) or not metric:
+            return {}
+        m = t.metrics.c
+        rows = conn.execute(sa.select(m.trial_id, m.id, m.steps_completed, m.report_time, m.body).where(
+            m.trial_id.in_(trial_ids), m.mgroup == "validation", m.archived.is_(False)))
+        return trial_list.summarize(
+            ((r.trial_id, trial_list.ValidationReport(r.id, r.steps_completed, r.report_time, json.loads(r.body)))
+             for r in rows), metric, smaller)
+
+    @staticmethod
+    def _checkpoint_sizes(conn: sa.Connection, exp_id: int) -> dict[int, float]:
+        """Bytes of each trial's checkpoints that are not deleted (``SORT_BY_CHECKPOINT_SIZE``)."""
+        ck = t.checkpoints.c
+        sizes: dict[int, float] = defaultdict(float)
+        for r in conn.execute(sa.select(ck.trial_id, ck.resources).where(
+                ck.experiment_id == exp_id, ck.state != "DELETED", ck.trial_id.is_not(None))):
+            sizes[r.trial_id] += sum(int(v) for v in (r.resources or {}).values() if str(v).isdigit())
+        return dict(sizes)

@@ -186,6 +186,45 @@ def _v9_agent_users(conn: sa.Connection) -> None:
     next(ix for ix in t.user_sessions.indexes if ix.name == "ix_user_sessions_allocation").create(conn)
 
 
+def _v10_ids_never_reused(conn: sa.Connection) -> None:
+    """SQLite: rebuild the tables whose ids users hold (``_tables.NEVER_REUSED``) with
+    ``AUTOINCREMENT``, so a deleted row's id is never given again (PostgreSQL's sequences never
+    reuse one: nothing to do there). Each table is copied into a new one of the current schema,
+    which then takes the old one's name and indexes (SQLite's way to change a table's key; run
+    with foreign keys off, ``FOREIGN_KEYS_OFF``, and checked before the step commits)."""
+    if conn.dialect.name != "sqlite":
+        return
+    for table in t.NEVER_REUSED:
+        sql = conn.execute(sa.text("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :n"),
+                           {"n": table.name}).scalar_one()
+        if "AUTOINCREMENT" in sql.upper():
+            continue
+        create = str(sa.schema.CreateTable(table).compile(dialect=conn.dialect)).strip()
+        prefix = f"CREATE TABLE {table.name} ("
+        assert create.startswith(prefix), create[:80]
+        conn.execute(sa.text(f"CREATE TABLE _rebuilt_{table.name} (" + create[len(prefix):]))
+        have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
+        cols = ", ".join(c.name for c in table.columns if c.name in have)
+        conn.execute(sa.text(f"INSERT INTO _rebuilt_{table.name} ({cols}) SELECT {cols} FROM {table.name}"))
+        conn.execute(sa.text(f"DROP TABLE {table.name}"))
+        conn.execute(sa.text(f"ALTER TABLE _rebuilt_{table.name} RENAME TO {table.name}"))
+        for index in table.indexes:
+            index.create(conn)
+    bad = conn.execute(sa.text("PRAGMA foreign_key_check")).all()
+    if bad:
+        raise RuntimeError(f"migration 10 would break {len(bad)} references (first: {tuple(bad[0])})")
+
+
+def _v11_webhooks(conn: sa.Connection) -> None:
+    """webhooks, webhook_triggers and webhook_fired (Determined's webhooks)."""
+    for table in t.WEBHOOK_TABLES:
+        table.create(conn, checkfirst=True)
+
+
+#: Steps that must run with SQLite's foreign keys off (a table rebuilt: dropping the old one
+#: must not touch the rows that refer to it); they check the references themselves.
+FOREIGN_KEYS_OFF = {10}
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -196,6 +235,8 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (7, _v7_metric_series),
     (8, _v8_metric_series_sampled),
     (9, _v9_agent_users),
+    (10, _v10_ids_never_reused),
+    (11, _v11_webhooks),
 ]
 
 
@@ -211,11 +252,19 @@ def migrate(engine: sa.Engine) -> int:
         t.schema_version.create(conn, checkfirst=True)
     version = 0
     for number, step in MIGRATIONS:
-        with engine.begin() as conn:
-            version = current_version(conn)
-            if number <= version:
-                continue
-            step(conn)
-            conn.execute(sa.insert(t.schema_version).values(version=number, applied_at=time.time()))
-            version = number
+        with engine.connect() as conn:
+            keys_off = number in FOREIGN_KEYS_OFF and engine.dialect.name == "sqlite"
+            if keys_off:  # outside a transaction: SQLite ignores the pragma inside one
+                conn.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
+            try:
+                with conn.begin():
+                    version = current_version(conn)
+                    if number <= version:
+                        continue
+                    step(conn)
+                    conn.execute(sa.insert(t.schema_version).values(version=number, applied_at=time.time()))
+                    version = number
+            finally:
+                if keys_off:
+                    conn.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
     return version

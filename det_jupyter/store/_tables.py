@@ -432,3 +432,51 @@ workspace_pins = sa.Table(
 
 GOVERNANCE_TABLES = (user_groups, group_members, role_assignments, models, model_versions, templates,
                      workspace_pins)
+
+#: Tables whose ids users see or hold (in URLs, configs, tokens): on SQLite their ids are never
+#: reused after a delete (``AUTOINCREMENT``), as PostgreSQL's sequences never reuse them; after
+#: deleting experiment 14 the next one is 15, not 14 again. (Migration 10 rebuilds them so on an
+#: older database.) Logs, metrics and events keep plain rowids: nobody holds their ids.
+NEVER_REUSED = (users, user_sessions, workspaces, projects, checkpoint_storages, experiments, trials,
+                user_groups, models, model_versions)
+for _table in NEVER_REUSED:
+    _table.dialect_options["sqlite"]["autoincrement"] = True
+del _table
+
+# Migration 11: webhooks (0.38.1's webhooks and webhook_triggers). ``url`` is sealed
+# (services._sealed): a Slack URL is a credential. ``workspace_id`` NULL: a global webhook.
+webhooks = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("webhook_type", sa.String(16), nullable=False),
+    sa.Column("mode", sa.String(16), nullable=False),
+    sa.Column("workspace_id", sa.Integer, sa.ForeignKey("workspaces.id", ondelete="CASCADE")),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+webhooks.dialect_options["sqlite"]["autoincrement"] = True  # ids users hold: never reused
+
+webhook_triggers = sa.Table(
+    "webhook_triggers",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("webhook_id", sa.Integer, sa.ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=False,
+              index=True),
+    sa.Column("trigger_type", sa.String(48), nullable=False),
+    sa.Column("condition", JSON, nullable=False),
+)
+
+# A trigger that fires once per subject ("task:<id>" for a log pattern, "trial:<id>" for a
+# metric threshold) has fired for it (0.38.1's webhook_task_log_triggers).
+webhook_fired = sa.Table(
+    "webhook_fired",
+    metadata,
+    sa.Column("trigger_id", sa.Integer, sa.ForeignKey("webhook_triggers.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("subject", sa.String(200), primary_key=True),
+    sa.Column("fired_at", sa.Float, nullable=False),
+)
+
+WEBHOOK_TABLES = (webhooks, webhook_triggers, webhook_fired)

@@ -248,3 +248,65 @@ def test_v8_fills_the_sampled_lines_of_stored_series_from_their_blocks(engine: s
         assert stored.read(conn, [trial_id], "training", "acc", 30) == {trial_id: chart}
     assert [sorted(map(tuple, rows)) for rows in filled] == [sorted(map(tuple, rows)) for rows in written]
     assert sum(r.sampled.count("\n") for r in filled[0]) == 299 // 8
+
+
+def _delete_experiment(engine: sa.Engine, exp_id: int) -> None:
+    with engine.begin() as conn:
+        for table in (t.trials, t.experiment_contexts, t.searcher_events):
+            conn.execute(sa.delete(table).where(table.c.experiment_id == exp_id))
+        conn.execute(sa.delete(t.experiments).where(t.experiments.c.id == exp_id))
+
+
+def test_ids_users_hold_are_never_given_again_after_a_delete(engine: sa.Engine) -> None:
+    """Issue 27: after deleting experiment N (the newest), the next experiment is N+1, not N
+    again; so for trials, users, workspaces... on both backends."""
+    from ._rows import make_experiment, make_trial, make_world
+
+    user_id, exp_id, trial_id = make_world(engine)
+    with engine.connect() as conn:
+        project_id = conn.execute(sa.select(t.experiments.c.project_id)).scalar_one()
+    _delete_experiment(engine, exp_id)
+    again = make_experiment(engine, user_id, project_id)
+    assert again > exp_id
+    assert make_trial(engine, again) > trial_id
+
+
+def test_step_10_rebuilds_older_sqlite_tables_so_ids_are_not_reused(
+        raw_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SQLite database made before step 10 (plain rowid keys): step 10 rebuilds the tables
+    users hold ids of with AUTOINCREMENT, keeping every row, reference and index."""
+    from ._rows import make_experiment, make_world
+
+    if raw_engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL's sequences never reuse ids: step 10 does nothing there")
+    for table in t.NEVER_REUSED:  # the schema as versions 1-9 created it
+        monkeypatch.setitem(table.dialect_options["sqlite"]._non_defaults, "autoincrement", False)
+    monkeypatch.setattr(_migrate, "MIGRATIONS", [m for m in _migrate.MIGRATIONS if m[0] < 10])
+    assert migrate(raw_engine) == 9
+    monkeypatch.undo()
+    user_id, exp_id, trial_id = make_world(raw_engine)
+    with raw_engine.connect() as conn:
+        project_id = conn.execute(sa.select(t.experiments.c.project_id)).scalar_one()
+        assert "AUTOINCREMENT" not in conn.execute(sa.text(
+            "SELECT sql FROM sqlite_master WHERE name = 'experiments'")).scalar_one()
+    newest = make_experiment(raw_engine, user_id, project_id)
+    with raw_engine.connect() as conn:
+        before = {tb.name: conn.execute(sa.select(tb).order_by(*tb.primary_key.columns)).all()
+                  for tb in t.metadata.sorted_tables if tb.name != "schema_version"}
+
+    assert migrate(raw_engine) == max(number for number, _ in _migrate.MIGRATIONS)
+    with raw_engine.connect() as conn:
+        for table in t.NEVER_REUSED:
+            assert "AUTOINCREMENT" in conn.execute(sa.text(
+                "SELECT sql FROM sqlite_master WHERE name = :n"), {"n": table.name}).scalar_one()
+        after = {tb.name: conn.execute(sa.select(tb).order_by(*tb.primary_key.columns)).all()
+                 for tb in t.metadata.sorted_tables if tb.name != "schema_version"}
+        assert after == before
+        assert conn.execute(sa.text("PRAGMA foreign_key_check")).all() == []
+        assert conn.execute(sa.text("PRAGMA foreign_keys")).scalar_one() == 1  # back on
+    test_every_index_exists(raw_engine)
+    _delete_experiment(raw_engine, newest)
+    assert make_experiment(raw_engine, user_id, project_id) > newest
+    # and the references still hold: a trial of a missing experiment is refused
+    with pytest.raises(sa.exc.IntegrityError), raw_engine.begin() as conn:
+        conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(experiment_id=10_000))

@@ -148,6 +148,10 @@ def _build(w: World) -> None:
     cmd = admin.post("/api/v1/commands", {"workspaceId": wa, "config": {
         "entrypoint": ["true"], "description": f"{MARK}-cmd"}})["command"]["id"]
     group = admin.post("/api/v1/groups", {"name": f"{MARK}-group", "addUsers": []})["group"]["groupId"]
+    w.ids["webhook"] = admin.post("/api/v1/webhooks", {  # its URL refuses connections: a test is a 400
+        "name": f"{MARK}-hook", "url": "http://127.0.0.1:9/wa", "webhookType": "WEBHOOK_TYPE_DEFAULT",
+        "workspaceId": wa, "triggers": [{"triggerType": "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE",
+                                         "condition": {"state": "COMPLETED"}}]})["webhook"]["id"]
     w.ids.update(exp=exp, trial=trial["id"], task=trial["taskId"], alloc=f"{trial['taskId']}.1",
                  ckpt=ckpt, cmd=cmd, group=group, agent=admin.get("/api/v1/agents")["agents"][0]["id"])
     time.sleep(1.2)  # the 1 s token has expired
@@ -217,6 +221,8 @@ def _value(template: str, name: str, w: World) -> tuple[Any, bool]:
         return "{self}", False
     if name == "group_id":
         return ids["group"], False
+    if name == "webhook_id":
+        return ids["webhook"], True
     if name == "agent_id":
         return "no-such-agent", False
     if name == "slot_id":
@@ -225,6 +231,8 @@ def _value(template: str, name: str, w: World) -> tuple[Any, bool]:
         return "admin", False
     if name == "path":
         return "api/status", True
+    if name == "label":
+        return f"{MARK}-label", True
     raise AssertionError(f"the matrix has no value for parameter {name!r} of {template}")
 
 
@@ -244,7 +252,8 @@ def _cases(w: World) -> list[Case]:
 
 
 def _delete_rank(template: str) -> int:
-    for i, part in enumerate(("/versions/", "/models/", "/templates/", "/checkpoints", "/experiments/",
+    for i, part in enumerate(("/webhooks/", "/versions/", "/models/", "/templates/", "/checkpoints", "/labels/",
+                              "/experiments/",
                               "/projects/", "/workspaces/", "/groups/", "/tokens/", "/users/")):
         if part in template:
             return i

@@ -168,6 +168,10 @@ def test_errors_are_one_line_without_a_traceback(env: dict[str, str], tmp_path: 
     assert unreachable.returncode == 1 and "cannot reach the master" in unreachable.stderr
     no_login = det({**env, "DET_JUPYTER_CONFIG_DIR": str(tmp_path)}, "e", "list", ok=False)
     assert no_login.returncode == 1 and "det user login" in no_login.stderr
+    # not logged in to a master that does not answer: the master is the problem, not the login
+    nowhere = det({**env, "DET_JUPYTER_CONFIG_DIR": str(tmp_path), "DET_MASTER": "http://127.0.0.1:9"},
+                  "e", "list", ok=False)
+    assert nowhere.returncode == 1 and "cannot reach the master" in nowhere.stderr, nowhere.stderr
 
 
 def test_help_for_every_command(env: dict[str, str]) -> None:
@@ -184,3 +188,13 @@ def test_help_for_every_command(env: dict[str, str]) -> None:
         assert det(env, *argv, "--help").stdout.startswith("usage: det")
     bad = det(env, "e", "frobnicate", ok=False)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_det_user_rename_renames(env: dict[str, str]) -> None:
+    """``det user rename OLD NEW`` (it failed with a TypeError before)."""
+    det(env, "user", "create", "renamee", "--password", "Renamee-Passw0rd")
+    assert det(env, "user", "rename", "renamee", "renamed").stdout.strip() == "User 'renamee' renamed to 'renamed'"
+    names = [u["username"] for u in json.loads(det(env, "user", "list", "--json").stdout)]
+    assert "renamed" in names and "renamee" not in names
+    missing = det(env, "user", "rename", "nobody-here", "x", ok=False)
+    assert missing.returncode != 0 and "nobody-here" in missing.stderr

@@ -85,9 +85,51 @@ def test_only_completed_or_partial_checkpoints_are_candidates(state: str, collec
     assert select_to_delete(ckpts, [ended(1, "new")], GcPolicy(0, 0, 1)) == ({"old"} if collected else set())
 
 
-def test_ties_share_a_rank_and_are_all_kept() -> None:
-    ckpts = [ck("t1", 1, 10, 0.3), ck("t2", 1, 20, 0.3), ck("t3", 1, 30, 0.9)]
-    assert select_to_delete(ckpts, [ended(1, "t3")], GcPolicy(0, 1, 0)) == {"t3"}
+def ordered(uuid: str, trial: int, steps: int, metric: float, validation_order: int) -> CheckpointFacts:
+    return CheckpointFacts(uuid, trial, steps, metric, "COMPLETED", validation_order)
+
+
+# 0.38.1 ranks by (signed metric, validations.id): of tied metrics the earlier-reported
+# validation ranks first, so a tie at the cut keeps exactly as many as the count says.
+TIES = [
+    # (id, checkpoints, policy, deleted)
+    ("trial best: the earlier validation wins",
+     [ordered("t1", 1, 10, 0.3, 11), ordered("t2", 1, 20, 0.3, 12), ordered("t3", 1, 30, 0.9, 13)],
+     GcPolicy(0, 1, 0), {"t2", "t3"}),
+    ("report order, not step order, breaks the tie",
+     [ordered("t1", 1, 10, 0.3, 12), ordered("t2", 1, 20, 0.3, 11)],
+     GcPolicy(0, 1, 0), {"t1"}),
+    ("experiment best across trials",
+     [ordered("a", 1, 10, 0.5, 30), ordered("b", 2, 10, 0.5, 20), ordered("c", 3, 10, 0.5, 25)],
+     GcPolicy(1, 0, 0), {"a", "c"}),
+    ("experiment best 2 of a three-way tie",
+     [ordered("a", 1, 10, 0.5, 30), ordered("b", 2, 10, 0.5, 20), ordered("c", 3, 10, 0.5, 25)],
+     GcPolicy(2, 0, 0), {"a"}),
+    ("larger is better: ties go by report order too",
+     [ordered("t1", 1, 10, 0.8, 5), ordered("t2", 1, 20, 0.8, 4), ordered("t3", 1, 30, 0.1, 6)],
+     GcPolicy(0, 1, 0, smaller_is_better=False), {"t1", "t3"}),
+    ("a better metric beats an earlier report",
+     [ordered("t1", 1, 10, 0.4, 1), ordered("t2", 1, 20, 0.3, 2)],
+     GcPolicy(0, 1, 0), {"t1"}),
+]
+
+
+@pytest.mark.parametrize(("ckpts", "policy", "deleted"), [c[1:] for c in TIES], ids=[c[0] for c in TIES])
+def test_metric_ties_are_broken_by_validation_report_order(
+        ckpts: list[CheckpointFacts], policy: GcPolicy, deleted: set[str]) -> None:
+    trials = [ended(c.trial_id) for c in ckpts]
+    assert select_to_delete(ckpts, trials, policy) == deleted
+
+
+def test_checkpoints_at_one_step_share_their_validation_and_its_rank() -> None:
+    # Two checkpoints at step 10 join the same validation: they share its rank (SQL rank()).
+    ckpts = [ordered("x", 1, 10, 0.2, 7), ordered("y", 1, 10, 0.2, 7), ordered("z", 1, 20, 0.9, 8)]
+    assert select_to_delete(ckpts, [ended(1, "z")], GcPolicy(0, 1, 0)) == {"z"}
+
+
+def test_latest_ties_on_steps_share_a_rank() -> None:
+    ckpts = [ck("p", 1, 30), ck("q", 1, 30), ck("r", 1, 20)]
+    assert select_to_delete(ckpts, [ended(1, "q")], GcPolicy(0, 0, 1)) == {"r"}
 
 
 def test_checkpoints_of_an_unknown_trial_are_kept() -> None:

@@ -138,7 +138,6 @@ GOOD = [
                               "d": {"type": "double", "minval": 0, "maxval": 1}}),
     with_("environment.environment_variables", {"cpu": ["A=1"], "cuda": ["B=2=3"]}),
     with_("checkpoint_storage", {"type": "directory", "container_path": "/ckpt"}),
-    with_("unknown_top_level_key", {"anything": True}),
     with_("resources.slots_per_trial", 0),
     with_("searcher.max_length", {"batches": 100}),
     with_("log_policies", [{"name": "oom", "pattern": ".*OOM.*", "action": {"type": "cancel_retries"}}]),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from det_jupyter.client import Determined, NotLoggedIn, TokenStore
+from det_jupyter.client import Determined, MasterUnreachable, TokenStore
 from det_jupyter.identity import (
     IDENTITY_ENV,
     Identity,
@@ -58,5 +58,7 @@ def test_other_credentials_win(ident: Path, tmp_path: Path, monkeypatch: pytest.
     assert Determined(store=store).token == "tok-other"
     monkeypatch.delenv("DET_MASTER")
     monkeypatch.setenv(IDENTITY_ENV, str(tmp_path / "gone.json"))  # the server stopped
-    with pytest.raises(NotLoggedIn):
+    # No credential applies; nothing answers at MASTER either, which is said first (logging in
+    # would not help).
+    with pytest.raises(MasterUnreachable):
         Determined(user="ann", store=store)

@@ -27,6 +27,7 @@ from . import (
     _tensorboard,
     _tokens,
     _users,
+    _webhooks,
     _workspaces,
 )
 from ._common import CommandError
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     _users.add_parsers(sub)
     _tokens.add_parsers(sub)
     _templates.add_parsers(sub)
+    _webhooks.add_parsers(sub)
     return parser
 
 
