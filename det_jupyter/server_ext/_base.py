@@ -147,7 +147,7 @@ class DetHandler(web.RequestHandler):
             self._limit_body(self.max_body, drain=True)
         for arg in self.path_args:
             # An id no database column can hold names nothing (and must not reach SQLite).
-            if arg.isdigit() and int(arg) > MAX_ID:
+            if arg.isascii() and arg.isdigit() and int(arg) > MAX_ID:
                 raise NotFound(f"{self.request.path}: no object has id {arg[:24]}…")
         self.spec.check_query(self.request.query_arguments)
         if self.public:

@@ -12,6 +12,7 @@ from ..errors import DetError, InvalidRequest, NotFound
 from ..services import _checkpoint_order as ckorder
 from ..services._trial_list import SORT_BY as TRIAL_SORTS
 from ..services.authz import Perm
+from ..services.experiments import PreparedExperiment
 from ..services.job_control import QueueUpdate
 from ..services.views import ExperimentView
 from . import _serialize as ser
@@ -24,9 +25,13 @@ _ACTIVE_ALIASES = {"QUEUED", "PULLING", "STARTING", "RUNNING"}
 
 
 def exp_json(v: ExperimentView) -> dict[str, Any]:
-    return ser.experiment(v.row, username=v.username, num_trials=v.num_trials,
-                          alloc_states=v.alloc_states, best=v.best, trial_ids=v.trial_ids,
-                          progress=v.progress)
+    out = ser.experiment(v.row, username=v.username, num_trials=v.num_trials,
+                         alloc_states=v.alloc_states, best=v.best, trial_ids=v.trial_ids,
+                         progress=v.progress)
+    out["unmanaged"] = bool(v.row.unmanaged)
+    if v.row.external_experiment_id is not None:
+        out["externalExperimentId"] = v.row.external_experiment_id
+    return out
 
 
 def get_view(handler: DetHandler, exp_id: int, perm: Perm | None = None) -> ExperimentView:
@@ -69,7 +74,44 @@ def job_summary(v: ExperimentView) -> dict[str, Any]:
 #: ``v1CreateExperimentRequest``: the config is YAML text, checked against the experiment
 #: config schema by the service.
 CREATE_EXPERIMENT = obj(("config",), config=string(MAX_BODY), modelDefinition=CONTEXT, template=string(),
-                        projectId=ident(), activate=BOOL, validateOnly=BOOL)
+                        projectId=ident(), activate=BOOL, validateOnly=BOOL, unmanaged=BOOL)
+
+
+async def prepare_create(handler: DetHandler, body: dict[str, Any], *, unmanaged: bool,
+                         validate_only: bool = False) -> tuple[PreparedExperiment, int]:
+    """A ``v1CreateExperimentRequest`` checked, merged with its template and expanded, once the
+    caller may create experiments in its project; the prepared experiment and that project.
+    Parsing, template merging, expanding and packing the context run in threads (a config may
+    be megabytes, a context tens); checks of shared state stay on the loop."""
+    config_text = body.get("config")
+    if not isinstance(config_text, str):
+        raise InvalidRequest("config must be the experiment's YAML text (a string)")
+    files = body.get("modelDefinition") or []
+    if not isinstance(files, list):
+        raise InvalidRequest("modelDefinition must be a list of files")
+    if body.get("template"):  # the merged config is what gets stored (later edits don't matter)
+        from ._templates import expand_config_text, template_name
+        config_text = await expand_config_text(handler, template_name(body, "template") or "", config_text)
+    project_id = body.get("projectId")
+    if project_id is not None and (not isinstance(project_id, int) or isinstance(project_id, bool)):
+        raise InvalidRequest("projectId must be an integer")
+    loop = asyncio.get_running_loop()
+    raw, bad_config = await loop.run_in_executor(None, _parsed_or_error, config_text)
+    project_id = handler.master.workspaces.project_for_create(
+        project_id, raw, visible=handler.visible_workspaces(Perm.VIEW_PROJECT))
+    handler.authorize_project(project_id, Perm.CREATE_EXPERIMENT)
+    if bad_config is not None:
+        raise bad_config
+    prepared = await loop.run_in_executor(None, functools.partial(
+        handler.master.experiments.prepare, config_text, files, validate_only=validate_only, raw=raw,
+        unmanaged=unmanaged))
+    # Warm start: the source must be one the caller may read (404 as for any other).
+    searcher = prepared.config.get("searcher") or {}
+    if searcher.get("source_trial_id") is not None:
+        handler.authorize_trial(int(searcher["source_trial_id"]), Perm.VIEW_EXPERIMENT_ARTIFACTS)
+    elif searcher.get("source_checkpoint_uuid") is not None:
+        handler.authorize_checkpoint(str(searcher["source_checkpoint_uuid"]), Perm.VIEW_EXPERIMENT_ARTIFACTS)
+    return prepared, project_id
 
 
 class ExperimentsHandler(DetHandler):
@@ -86,6 +128,8 @@ class ExperimentsHandler(DetHandler):
         for s in self.get_query_arguments("states"):
             s = s.removeprefix("STATE_")
             states.append("ACTIVE" if s in _ACTIVE_ALIASES else s)
+        if "ACTIVE" in states:
+            states.append("RUNNING")  # an unmanaged experiment's own state
         archived_raw = self.get_query_argument("archived", None)
         views, total = self.master.views.experiments(
             users=self.get_query_arguments("users") or None,
@@ -103,47 +147,29 @@ class ExperimentsHandler(DetHandler):
 
     @api(body=CREATE_EXPERIMENT, body_required=True)
     async def post(self) -> None:
-        """Create an experiment. Parsing, template merging, expanding and packing the context
-        run in threads (a config may be megabytes, a context tens); checks and writes of shared
-        state stay on the loop, in the order they had when all ran there."""
+        """Create an experiment (``prepare_create``), or with ``unmanaged`` one that a process
+        outside the cluster reports into (0.38.1's core_v2): stored PAUSED, never searched or
+        scheduled (``services.unmanaged``)."""
         body = await self.body_json_async()
-        config_text = body.get("config")
-        if not isinstance(config_text, str):
-            raise InvalidRequest("config must be the experiment's YAML text (a string)")
-        files = body.get("modelDefinition") or []
-        if not isinstance(files, list):
-            raise InvalidRequest("modelDefinition must be a list of files")
-        if body.get("template"):  # the merged config is what gets stored (later edits don't matter)
-            from ._templates import expand_config_text, template_name
-            config_text = await expand_config_text(self, template_name(body, "template") or "", config_text)
-        project_id = body.get("projectId")
-        if project_id is not None and (not isinstance(project_id, int) or isinstance(project_id, bool)):
-            raise InvalidRequest("projectId must be an integer")
-        loop = asyncio.get_running_loop()
-        raw, bad_config = await loop.run_in_executor(None, _parsed_or_error, config_text)
-        project_id = self.master.workspaces.project_for_create(
-            project_id, raw, visible=self.visible_workspaces(Perm.VIEW_PROJECT))
-        self.authorize_project(project_id)
-        if bad_config is not None:
-            raise bad_config
         validate_only = bool(body.get("validateOnly", False))
-        service = self.master.experiments
-        prepared = await loop.run_in_executor(None, functools.partial(
-            service.prepare, config_text, files, validate_only=validate_only, raw=raw))
+        unmanaged = bool(body.get("unmanaged", False))
+        prepared, project_id = await prepare_create(self, body, unmanaged=unmanaged, validate_only=validate_only)
+        loop = asyncio.get_running_loop()
         config = prepared.config
-        # Warm start: the source must be one the caller may read (404 as for any other).
-        searcher = config.get("searcher") or {}
-        if searcher.get("source_trial_id") is not None:
-            self.authorize_trial(int(searcher["source_trial_id"]), Perm.VIEW_EXPERIMENT_ARTIFACTS)
-        elif searcher.get("source_checkpoint_uuid") is not None:
-            self.authorize_checkpoint(str(searcher["source_checkpoint_uuid"]), Perm.VIEW_EXPERIMENT_ARTIFACTS)
+        service = self.master.experiments
         if validate_only:
             answer = {"experiment": {"id": 0, "name": config["name"], "archived": False, "config": config,
-                                     "originalConfig": config_text, "jobId": "", "numTrials": 0,
+                                     "originalConfig": prepared.config_text, "jobId": "", "numTrials": 0,
                                      "projectId": 1, "projectOwnerId": self.user.id,
                                      "searcherType": config["searcher"]["name"], "startTime": ser.ts(0),
-                                     "state": "STATE_PAUSED", "username": self.user.username},
+                                     "state": "STATE_PAUSED", "username": self.user.username,
+                                     "unmanaged": unmanaged},
                       "config": config}
+        elif unmanaged:
+            exp_id = service.unmanaged.create_experiment(self.user, prepared, project_id)
+            view = self.master.views.experiment(exp_id)
+            assert view is not None
+            answer = {"experiment": exp_json(view), "config": config}
         else:
             exp_id = service.store(self.user, prepared, activate=bool(body.get("activate", True)),
                                    project_id=project_id)

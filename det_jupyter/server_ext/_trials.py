@@ -13,13 +13,14 @@ from ..services import _checkpoint_order as ckorder
 from ..services._states import TERMINAL, State
 from ..services.authz import Perm
 from ..services.metrics import parse_report, parse_reports
+from ..services.unmanaged import patched_state
 from . import _serialize as ser
-from ._api import ANY_OBJECT, MAX_ID, Q, api, array, integer, obj, paging, string
+from ._api import ANY_OBJECT, MAX_ID, Q, api, array, echo, integer, obj, paging, string
 from ._base import DetHandler
 from ._checkpoint_query import CHECKPOINT_LIST, checkpoint_query
 from ._log_filters import QUERY as LOG_QUERY
 from ._log_filters import log_filter
-from ._wire import EXITED_REASONS, METRIC_TYPES
+from ._wire import EXITED_REASONS, METRIC_TYPES, TRIAL_STATES
 
 _STEPS = integer(0, 2**31 - 1)
 #: One report: ``v1TrialMetrics``' fields (``metrics`` as ``{avgMetrics, batchMetrics}`` or the
@@ -39,7 +40,7 @@ def trial_view(handler: DetHandler, trial_id: int) -> Any:
 
 
 class TrialHandler(DetHandler):
-    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA}
+    permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "PATCH": Perm.UPDATE_EXPERIMENT_METADATA}
     allow_task = True
 
     @api()
@@ -48,6 +49,21 @@ class TrialHandler(DetHandler):
         config = self.master.experiments.get(v.row.experiment_id).config
         validations = self.master.views.validations([v.row.id], config).get(v.row.id)
         self.send({"trial": ser.trial(v.row, alloc_states=v.alloc_states, validations=validations)})
+
+    @api(body=obj(trialId=echo(integer(), "trial_id"), state={"type": "string", "enum": list(TRIAL_STATES)}))
+    def patch(self, trial_id: str) -> None:
+        """``PatchTrial``: an unmanaged trial's heartbeat (no state) or its process setting its
+        state (RUNNING, COMPLETED, ERROR…); its experiment follows (``services.unmanaged``)."""
+        tid = int(trial_id)
+        self.require_trial(tid)
+        self.authorize_trial(tid)
+        body = self.body_json()
+        if body.get("trialId") not in (None, tid):
+            raise InvalidRequest(f"trialId {body['trialId']!r} differs from the trial in the path")
+        state = body.get("state")
+        self.master.experiments.unmanaged.patch_trial(tid, None if state is None else patched_state(state))
+        v = trial_view(self, tid)
+        self.send({"trial": ser.trial(v.row, alloc_states=v.alloc_states)})
 
 
 class TrialKillHandler(DetHandler):
@@ -82,6 +98,8 @@ class TrialMetricsHandler(DetHandler):
             {"group": body.get("group"), "stepsCompleted": m.get("stepsCompleted"), "metrics": m.get("metrics")},
             time.time(),
         )
+        # A continued unmanaged trial's new run replaces what its earlier runs reported from here.
+        self.master.experiments.unmanaged.rewind_for(tid, m.get("trialRunId"), report.group, report.steps_completed)
         self.master.report_metrics(tid, m.get("trialRunId"), [report])
         self.send({})
 
@@ -223,7 +241,9 @@ class TrialsMetricsHandler(DetHandler):
         await self.stream(self.get_query_argument("group", ""))
 
     async def stream(self, group: str) -> None:
-        ids = sorted({int(v) for v in self.get_query_arguments("trialIds")})
+        ids = sorted({int(v) for v in self.get_query_arguments("trialIds") if v})  # "?trialIds=": none
+        if not ids:
+            raise InvalidRequest("trialIds is required: the trials to read (?trialIds=1&trialIds=2)")
         for tid in ids:
             self.require_trial(tid)
             self.authorize_trial(tid)
@@ -361,7 +381,7 @@ class TimeSeriesHandler(DetHandler):
         wanted: dict[str, list[str]] = {}
         for name in self.get_query_arguments("metricNames"):
             wanted.setdefault(group, []).append(name)
-        for mid in self.get_query_arguments("metricIds"):
+        for mid in self.get_query_arguments("metricIds", strip=False):  # as declared: unstripped
             g, _, name = mid.partition(".")
             if not name:
                 raise InvalidRequest(f"metricIds must look like group.name, got {mid!r}")

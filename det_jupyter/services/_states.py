@@ -9,6 +9,9 @@ class State(str, enum.Enum):
     """Experiment and trial states as stored (without the ``STATE_`` prefix of the wire)."""
 
     ACTIVE = "ACTIVE"
+    #: Unmanaged experiments and trials only (0.38.1's core_v2): the process that reports into
+    #: it says it runs. A managed trial stays ACTIVE and is shown RUNNING from its allocations.
+    RUNNING = "RUNNING"
     PAUSED = "PAUSED"
     STOPPING_COMPLETED = "STOPPING_COMPLETED"
     STOPPING_CANCELED = "STOPPING_CANCELED"
@@ -38,6 +41,7 @@ STOPPING_END = {
 
 _EXPERIMENT_TRANSITIONS: dict[State, frozenset[State]] = {
     State.ACTIVE: frozenset({State.PAUSED, *STOPPING, State.ERROR, State.COMPLETED, State.CANCELED}),
+    State.RUNNING: frozenset({State.PAUSED, State.ERROR, State.COMPLETED, State.CANCELED}),
     State.PAUSED: frozenset({State.ACTIVE, *STOPPING, State.ERROR, State.CANCELED}),
     State.STOPPING_COMPLETED: frozenset({State.COMPLETED, State.STOPPING_KILLED, State.STOPPING_ERROR, State.STOPPING_CANCELED}),
     State.STOPPING_CANCELED: frozenset({State.CANCELED, State.STOPPING_KILLED}),

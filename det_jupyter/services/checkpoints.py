@@ -124,6 +124,17 @@ class CheckpointService:
             raise NotFound(f"checkpoint {uuid} not found")
         return row
 
+    def set_metadata(self, uuid: str, metadata: dict[str, Any]) -> None:
+        """Replace the checkpoint's user metadata (the stock SDK's ``Checkpoint.add_metadata``
+        and ``remove_metadata`` send the whole of it); the files in storage are not touched."""
+        if not isinstance(metadata, dict):
+            raise InvalidRequest("checkpoint.metadata must be an object")
+        with self._engine.begin() as conn:
+            done = conn.execute(sa.update(t.checkpoints).where(t.checkpoints.c.uuid == uuid)
+                                .values(ckpt_metadata=metadata)).rowcount
+        if not done:
+            raise NotFound(f"checkpoint {uuid} not found")
+
     def for_trial(self, trial_id: int) -> list[sa.Row]:
         with self._reader.connect() as conn:
             return list(conn.execute(

@@ -29,9 +29,13 @@ from ._searcher_log import SearcherEvent, SearcherLog
 from ._states import STOPPING, STOPPING_END, TERMINAL, State, can_transition
 from ._warm_start import warm_start_checkpoint
 from .auth import User
+from .unmanaged import UnmanagedService
 
 log = logging.getLogger("det_jupyter")
 _MAX_EXPERIMENT_NAME = 512  # characters a PATCH may set (a one-line name, not a paragraph)
+#: What an unmanaged experiment's config is checked with when it has no entrypoint (nothing
+#: runs it, so 0.38.1 needs none); it is stored without one.
+_NO_ENTRYPOINT = "unmanaged"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class ExperimentService:
         self.on_finished: Callable[[int], None] = lambda _exp_id: None
         # Called in the transaction that sets a state (webhooks, wired by the Master).
         self.on_state: Callable[[sa.Connection, int, str], None] = lambda _conn, _exp_id, _state: None
+        # Experiments and trials a process outside the cluster reports into (core_v2).
+        self.unmanaged = UnmanagedService(engine, clock, self)
 
     # -- create -------------------------------------------------------------------------
 
@@ -79,23 +85,30 @@ class ExperimentService:
         return self.get(self.store(user, prepared, activate=activate, project_id=project_id)), prepared.config
 
     def prepare(self, config_text: str, files: list[dict], *, validate_only: bool = False,
-                raw: dict[str, Any] | None = None) -> PreparedExperiment:
+                raw: dict[str, Any] | None = None, unmanaged: bool = False) -> PreparedExperiment:
         """The pure, heavy part of ``create``: parse (unless ``raw``, the text already parsed
         by ``expconf.parse_yaml``), validate and expand the config, pack the context, make the
-        searcher (not when ``validate_only``). Touches no shared state: safe in a thread."""
+        searcher (not when ``validate_only`` or ``unmanaged``: no searcher runs an unmanaged
+        experiment, which needs no entrypoint either). Touches no shared state: safe in a
+        thread."""
         if raw is None:
             raw = expconf.parse_yaml(config_text)
         seed = raw.get("reproducibility", {}).get("experiment_seed") if isinstance(raw.get("reproducibility"), dict) else None
         if seed is None:
             seed = secrets.randbelow(2**31)
+        no_entrypoint = unmanaged and raw.get("entrypoint") is None
+        if no_entrypoint:
+            raw = {**raw, "entrypoint": _NO_ENTRYPOINT}
         config = expconf.expand_experiment_config(raw, self._defaults, seed=seed)
+        if no_entrypoint:
+            config["entrypoint"] = None
         # Shown on one line everywhere (tables, widgets, the sidebar): the rules PATCH applies.
         _names.check_text("experiment name (the config's name)", config["name"],
                           max_len=_MAX_EXPERIMENT_NAME, empty=False)
         if config.get("labels") is not None:
             config["labels"] = _names.check_labels(config["labels"], "config label")
         tgz = expconf.context_to_tgz(files or [])
-        if validate_only:
+        if validate_only or unmanaged:
             return PreparedExperiment(config_text, config, tgz, None)
         # Make the searcher now so a config it rejects fails the request, not a later event.
         try:
@@ -218,6 +231,7 @@ class ExperimentService:
 
     def pause(self, exp_id: int) -> None:
         exp = self.get(exp_id)
+        _managed(exp, "pause")
         state = State(exp.state)
         if state == State.PAUSED:
             return
@@ -229,6 +243,7 @@ class ExperimentService:
 
     def activate(self, exp_id: int) -> None:
         exp = self.get(exp_id)
+        _managed(exp, "activate")
         state = State(exp.state)
         if state == State.ACTIVE:
             return
@@ -251,6 +266,9 @@ class ExperimentService:
         exp = self.get(exp_id)
         state = State(exp.state)
         if state in TERMINAL or state == target:
+            return
+        if exp.unmanaged:
+            self.unmanaged.stop_experiment(exp_id)
             return
         if state == State.STOPPING_CANCELED and target == State.STOPPING_KILLED:
             pass  # kill escalates a cancel
@@ -476,6 +494,14 @@ class ExperimentService:
                     sa.select(t.experiments.c.id).where(t.experiments.c.state.not_in([s.value for s in TERMINAL]))
                 ).scalars()
             )
+
+
+def _managed(exp: Any, verb: str) -> None:
+    """Refuse a verb that would start or stop a search on an unmanaged experiment: its trials
+    run where its script runs, and activating it would ask allocations for them."""
+    if exp.unmanaged:
+        raise Conflict(f"cannot {verb} experiment {exp.id}: it is unmanaged (its trials run outside the "
+                       "cluster, in the process that reports them); cancel or kill it to end it")
 
 
 def _may_end(shutdown: bool, events: list[SearcherEvent]) -> bool:

@@ -243,6 +243,7 @@ class Master:
         finally:
             self.checkpoint_gc.stop()
             self.webhooks.stop()
+            self.experiments.unmanaged.stop()
             self.engine.dispose()
 
 

@@ -382,7 +382,10 @@ class TrialService:
         return follow
 
     def recover(self) -> None:
-        """After a restart: end stopping trials, queue active ones that have no allocation."""
+        """After a restart: end stopping trials, queue active ones that have no allocation
+        (an unmanaged trial is never ACTIVE: its lost ones are marked by its own service)."""
+        if self.experiments is not None:
+            self.experiments.unmanaged.recover()
         with self._engine.begin() as conn:
             rows = conn.execute(
                 sa.select(t.trials, t.experiments.c.config)
@@ -423,6 +426,9 @@ class TrialService:
             return conn.execute(sa.select(t.trials.c.state).where(t.trials.c.id == trial_id)).scalar_one()
 
     def kill_trial(self, trial_id: int) -> None:
+        if self.experiments is not None and self.experiments.unmanaged.is_unmanaged_trial(trial_id):
+            self.experiments.unmanaged.kill_trial(trial_id)
+            return
         with self._engine.begin() as conn:
             trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == trial_id)).one()
             if State(trial.state) in TERMINAL:

@@ -221,6 +221,21 @@ def _v11_webhooks(conn: sa.Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v12_unmanaged(conn: sa.Connection) -> None:
+    """experiments.unmanaged and external_experiment_id, trials.external_trial_id and
+    last_activity (0.38.1's unmanaged experiments, core_v2), with their unique indexes.
+    (On SQLite, step 10 rebuilt these tables with the current schema: nothing to do then.)"""
+    if "unmanaged" not in {c["name"] for c in sa.inspect(conn).get_columns("experiments")}:
+        false = sa.false().compile(dialect=conn.dialect)
+        conn.execute(sa.text(f"ALTER TABLE experiments ADD COLUMN unmanaged BOOLEAN NOT NULL DEFAULT {false}"))
+        conn.execute(sa.text("ALTER TABLE experiments ADD COLUMN external_experiment_id VARCHAR(255)"))
+        next(ix for ix in t.experiments.indexes if ix.name == "ix_experiments_external_id").create(conn)
+    if "external_trial_id" not in {c["name"] for c in sa.inspect(conn).get_columns("trials")}:
+        conn.execute(sa.text("ALTER TABLE trials ADD COLUMN external_trial_id VARCHAR(255)"))
+        conn.execute(sa.text("ALTER TABLE trials ADD COLUMN last_activity FLOAT"))
+        next(ix for ix in t.trials.indexes if ix.name == "ix_trials_external_id").create(conn)
+
+
 #: Steps that must run with SQLite's foreign keys off (a table rebuilt: dropping the old one
 #: must not touch the rows that refer to it); they check the references themselves.
 FOREIGN_KEYS_OFF = {10}
@@ -237,6 +252,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (9, _v9_agent_users),
     (10, _v10_ids_never_reused),
     (11, _v11_webhooks),
+    (12, _v12_unmanaged),
 ]
 
 

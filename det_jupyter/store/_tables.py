@@ -132,6 +132,11 @@ experiments = sa.Table(
     sa.Column("error_message", sa.Text),
     sa.Column("start_time", sa.Float, nullable=False),
     sa.Column("end_time", sa.Float),
+    # Migration 12: an unmanaged experiment (0.38.1's core_v2: a script or notebook reports
+    # into it; the master schedules nothing), and the id its client names it by.
+    sa.Column("unmanaged", sa.Boolean, nullable=False, default=False, server_default=sa.false()),
+    sa.Column("external_experiment_id", sa.String(255)),
+    sa.Index("ix_experiments_external_id", "external_experiment_id", unique=True),
 )
 
 searcher_events = sa.Table(
@@ -178,6 +183,10 @@ trials = sa.Table(
     sa.UniqueConstraint("experiment_id", "request_id"),
     # Migration 3: "is any trial of this experiment still open?" from the index alone.
     sa.Index("ix_trials_experiment_state", "experiment_id", "state"),
+    # Migration 12: an unmanaged trial's id in its client, and its last heartbeat.
+    sa.Column("external_trial_id", sa.String(255)),
+    sa.Column("last_activity", sa.Float),
+    sa.Index("ix_trials_external_id", "experiment_id", "external_trial_id", unique=True),
 )
 
 allocations = sa.Table(

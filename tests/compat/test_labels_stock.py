@@ -66,4 +66,8 @@ def test_the_stock_sdk_adds_and_removes_labels(det_env, master: MasterProcess) -
         with pytest.raises(ApiError) as err:
             outsider.request(verb, f"/api/v1/experiments/{exp_id}/labels/v2")
         assert err.value.status == 404
+        # a label of non-ASCII digits is a label, not an id (it was a 500)
+        with pytest.raises(ApiError) as err:
+            client.request(verb, "/api/v1/experiments/999999/labels/%C2%B9")
+        assert err.value.status == 404
     assert client.get(f"/api/v1/experiments/{exp_id}")["experiment"]["labels"] == ["v2"]

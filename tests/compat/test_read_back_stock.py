@@ -94,6 +94,7 @@ def test_metrics_routes_refuse_what_they_cannot_answer(master: MasterProcess) ->
     client = master.admin()
     for path, words in (("/api/v1/trials/metrics/trial_metrics?trialIds=1", "group"),
                         ("/api/v1/trials/metrics/training_metrics", "trialIds"),
+                        ("/api/v1/trials/metrics/validation_metrics?trialIds=", "trialIds"),
                         ("/api/v1/trials/metrics/training_metrics?trialIds=x", "trialIds")):
         with pytest.raises(ApiError) as err:
             client.get(path)

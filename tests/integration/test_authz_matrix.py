@@ -233,6 +233,8 @@ def _value(template: str, name: str, w: World) -> tuple[Any, bool]:
         return "api/status", True
     if name == "label":
         return f"{MARK}-label", True
+    if name == "external_experiment_id":  # an unmanaged experiment's: a create (or put) route
+        return "matrix-external-id", False
     raise AssertionError(f"the matrix has no value for parameter {name!r} of {template}")
 
 
