@@ -95,8 +95,7 @@ class TaskHandler(DetHandler):
     def get(self, task_id: str) -> None:
         self.require_task(task_id)
         authorize_task(self, task_id)
-        allocations = self.master.allocations
-        kind, row = allocations.task_row(task_id)
+        kind, row = self.master.views.task(task_id)
         probed_ready = task_id in self.master.notebooks.ready
         allocs = [{
             "allocationId": a.allocation_id, "taskId": a.task_id, "slots": a.slots,
@@ -104,7 +103,7 @@ class TaskHandler(DetHandler):
             "isReady": a.state == "RUNNING" and (probed_ready if kind in _PROBED else True),
             "startTime": ser.ts(a.start_time), "endTime": ser.ts(a.end_time),
             "exitReason": a.exit_reason, "statusCode": a.exit_code,
-        } for a in allocations.of_task(task_id)]
+        } for a in self.master.views.task_allocations(task_id)]
         task: dict[str, Any] = {
             "taskId": task_id, "taskType": f"TASK_TYPE_{kind}", "allocations": allocs,
             "startTime": ser.ts(row.start_time), "endTime": ser.ts(row.end_time)}

@@ -497,37 +497,7 @@ class AllocationService:
 
     def live_allocations(self) -> list[sa.Row]:
         with self._reader.connect() as conn:
-            return list(
-                conn.execute(
-                    sa.select(t.allocations).where(
-                        t.allocations.c.state.in_(
-                            list(rows.LIVE_STATES)
-                        )
-                    )
-                )
-            )
-
-    def of_task(self, task_id: str) -> list[sa.Row]:
-        """Every allocation of a task, first submitted first."""
-        with self._reader.connect() as conn:
-            return list(conn.execute(
-                sa.select(t.allocations).where(t.allocations.c.task_id == task_id)
-                .order_by(t.allocations.c.submitted_at, t.allocations.c.allocation_id)))
-
-    def task_row(self, task_id: str) -> tuple[str, sa.Row]:
-        """The task's kind (``TRIAL``, ``NOTEBOOK``, ``COMMAND``...) and its row (the trial's,
-        or the interactive task's); NotFound when there is no such task."""
-        with self._reader.connect() as conn:
-            trial = conn.execute(sa.select(t.trials.c.start_time, t.trials.c.end_time)
-                                 .where(t.trials.c.task_id == task_id)).first()
-            if trial is not None:
-                return "TRIAL", trial
-            row = conn.execute(sa.select(t.commands.c.task_type, t.commands.c.start_time,
-                                         t.commands.c.end_time, t.commands.c.config)
-                               .where(t.commands.c.task_id == task_id)).first()
-        if row is None:
-            raise NotFound(f"task {task_id} not found")
-        return row.task_type, row
+            return list(conn.execute(sa.select(t.allocations).where(t.allocations.c.state.in_(list(rows.LIVE_STATES)))))
 
     def task_active(self, task_id: str) -> bool:
         """Whether the task still has an allocation waiting or running."""

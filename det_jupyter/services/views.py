@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..errors import NotFound
 from ..store import reader
 from ..store import tables as t
 from . import _metric_series as stored
@@ -247,6 +248,28 @@ class Views:
     def trial(self, trial_id: int) -> TrialView | None:
         views, _ = self.trials(trial_ids=[trial_id], count=False)
         return views[0] if views else None
+
+    def task_allocations(self, task_id: str) -> list[sa.Row]:
+        """Every allocation of a task, first submitted first."""
+        with self._reader.connect() as conn:
+            return list(conn.execute(
+                sa.select(t.allocations).where(t.allocations.c.task_id == task_id)
+                .order_by(t.allocations.c.submitted_at, t.allocations.c.allocation_id)))
+
+    def task(self, task_id: str) -> tuple[str, sa.Row]:
+        """A task (``GET /api/v1/tasks/{id}``): its kind (``TRIAL``, ``NOTEBOOK``, ``COMMAND``...)
+        and its row (the trial's, or the interactive task's); NotFound when there is none."""
+        with self._reader.connect() as conn:
+            trial = conn.execute(sa.select(t.trials.c.start_time, t.trials.c.end_time)
+                                 .where(t.trials.c.task_id == task_id)).first()
+            if trial is not None:
+                return "TRIAL", trial
+            row = conn.execute(sa.select(t.commands.c.task_type, t.commands.c.start_time,
+                                         t.commands.c.end_time, t.commands.c.config)
+                               .where(t.commands.c.task_id == task_id)).first()
+        if row is None:
+            raise NotFound(f"task {task_id} not found")
+        return row.task_type, row
 
     def experiment_trials(
         self, exp_id: int, config: dict, *, states: list[str] | None = None, sort_by: str = "SORT_BY_ID",

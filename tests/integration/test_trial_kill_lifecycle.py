@@ -5,26 +5,14 @@ experiment that ended early does not report 100% progress."""
 
 from __future__ import annotations
 
-import time
-
-from tests._master import MasterProcess
+from tests._master import MasterProcess, wait_for
 from tests.integration._exp import submit_counter, trials
 
 TERMINAL = ("STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR")
 
 
-def _wait(fn, timeout: float = 60, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"not within {timeout}s")
-
-
 def _running_trial(client, exp_id: int, index: int = 0) -> dict:
-    return _wait(lambda: next((t for i, t in enumerate(trials(client, exp_id))
+    return wait_for(lambda: next((t for i, t in enumerate(trials(client, exp_id))
                                if i == index and t["state"] == "STATE_RUNNING"), None))
 
 
@@ -37,7 +25,7 @@ def test_killing_the_only_trial_cancels_the_experiment(master: MasterProcess) ->
     exp_id = submit_counter(client, length=5000, sleep=0.05)
     trial = _running_trial(client, exp_id)
     client.post(f"/api/v1/trials/{trial['id']}/kill")
-    exp = _wait(lambda: (e := _experiment(client, exp_id))["state"] in TERMINAL and e)
+    exp = wait_for(lambda: (e := _experiment(client, exp_id))["state"] in TERMINAL and e)
     assert exp["state"] == "STATE_CANCELED", exp
     assert exp["progress"] < 1.0, exp
     assert trials(client, exp_id)[0]["state"] == "STATE_CANCELED"
@@ -52,7 +40,7 @@ def test_killing_one_trial_of_a_search_lets_the_others_finish(master: MasterProc
         "max_length": {"batches": 60}})
     first = _running_trial(client, exp_id, 0)
     client.post(f"/api/v1/trials/{first['id']}/kill")
-    exp = _wait(lambda: (e := _experiment(client, exp_id))["state"] in TERMINAL and e, timeout=90)
+    exp = wait_for(lambda: (e := _experiment(client, exp_id))["state"] in TERMINAL and e, timeout=90)
     assert exp["state"] == "STATE_COMPLETED", exp
     states = sorted(t["state"] for t in trials(client, exp_id))
     assert states == ["STATE_CANCELED", "STATE_COMPLETED"], states
