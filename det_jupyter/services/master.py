@@ -15,31 +15,31 @@ from ..rm.agents import AgentRM
 from ..rm.config import ResourceConfig, parse_resources
 from ..store import make_engine, migrate
 from ..store import tables as t
-from ._clock import Clock
-from ._sealed import Sealer, open_private, private_dir
-from ._searcher_batch import SearcherBatcher
-from ._searcher_log import SearcherEvent
-from .allocations import AllocationService
-from .auth import AuthService
-from .checkpoint_gc import CheckpointGC
-from .checkpoints import CheckpointService
-from .commands import CommandService, OwnerRouter
-from .experiment_admin import ExperimentAdmin
-from .experiments import ExperimentService
-from .groups import GroupService
-from .job_control import JobControl
-from .logs import LogService
-from .metrics import MetricService
-from .models import ModelService
-from .notebooks import NotebookService
-from .rbac import RbacService
-from .templates import TemplateService
-from .tokens import TokenService
-from .trials import MasterIdentity, TrialService
-from .users import UserService
-from .views import Views
-from .webhooks import WebhookService
-from .workspaces import WorkspaceService
+from .common.clock import Clock
+from .common.sealed import Sealer, open_private, private_dir
+from .experiments.searcher_batch import SearcherBatcher
+from .experiments.searcher_log import SearcherEvent
+from .allocation.service import AllocationService
+from .accounts.auth import AuthService
+from .checkpoints.gc import CheckpointGC
+from .checkpoints.service import CheckpointService
+from .interactive.commands import CommandService, OwnerRouter
+from .experiments.admin import ExperimentAdmin
+from .experiments.service import ExperimentService
+from .accounts.groups import GroupService
+from .jobs.control import JobControl
+from .allocation.logs import LogService
+from .metrics.service import MetricService
+from .registry.models import ModelService
+from .interactive.notebooks import NotebookService
+from .access.rbac import RbacService
+from .experiments.templates import TemplateService
+from .accounts.tokens import TokenService
+from .experiments.trials import MasterIdentity, TrialService
+from .accounts.users import UserService
+from .experiments.views import Views
+from .webhooks.service import WebhookService
+from .workspaces.service import WorkspaceService
 
 log = logging.getLogger("det_jupyter")
 

@@ -1,0 +1,523 @@
+"""Experiments: creation, the user's lifecycle verbs, and the searcher loop.
+
+Every searcher event runs in one transaction with its consequences: the new trials, the
+stop decisions and the searcher's event log are committed together, so a master killed at
+any point restarts with a searcher that agrees with the trials table. Several events of one
+experiment may share that transaction (``searcher_events``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import sqlalchemy as sa
+
+from ... import config as expconf
+from ... import searcher as search
+from ...errors import Conflict, InvalidConfig, InvalidRequest, NotFound
+from ...store import reader
+from ...store import tables as t
+from ..common import names as _names
+from ..common.clock import Clock
+from .searcher_log import SearcherEvent, SearcherLog
+from ..common.states import STOPPING, STOPPING_END, TERMINAL, State, can_transition
+from ._warm_start import warm_start_checkpoint
+from ..accounts.auth import User
+from .unmanaged import UnmanagedService
+
+log = logging.getLogger("det_jupyter")
+_MAX_EXPERIMENT_NAME = 512  # characters a PATCH may set (a one-line name, not a paragraph)
+#: What an unmanaged experiment's config is checked with when it has no entrypoint (nothing
+#: runs it, so 0.38.1 needs none); it is stored without one.
+_NO_ENTRYPOINT = "unmanaged"
+
+
+@dataclass(frozen=True)
+class PreparedExperiment:
+    """An experiment checked and expanded but not stored (``ExperimentService.prepare``)."""
+
+    config_text: str  # as submitted: stored as its original config
+    config: dict[str, Any]  # expanded, defaults filled
+    tgz: bytes  # the model definition, packed
+    searcher: Any  # search.Searcher, fresh; None when prepared only to validate
+
+
+class ExperimentService:
+    def __init__(self, engine: sa.Engine, clock: Clock, defaults: expconf.MasterDefaults) -> None:
+        self._engine = engine
+        self._reader = reader(engine)  # read-only work: no transaction round trips
+        self._clock = clock
+        self._defaults = defaults
+        self._log = SearcherLog()
+        self.trials: Any = None  # TrialService, wired by the Master
+        self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
+        self.on_change: Callable[[], None] = lambda: None
+        # Called with an experiment's id once it ended (checkpoint GC, wired by the Master).
+        self.on_finished: Callable[[int], None] = lambda _exp_id: None
+        # Called in the transaction that sets a state (webhooks, wired by the Master).
+        self.on_state: Callable[[sa.Connection, int, str], None] = lambda _conn, _exp_id, _state: None
+        # Experiments and trials a process outside the cluster reports into (core_v2).
+        self.unmanaged = UnmanagedService(engine, clock, self)
+
+    # -- create -------------------------------------------------------------------------
+
+    def create(
+        self,
+        user: User,
+        config_text: str,
+        files: list[dict],
+        *,
+        activate: bool = True,
+        project_id: int | None = None,
+        validate_only: bool = False,
+    ) -> tuple[sa.Row | None, dict]:
+        """Validate, expand and store an experiment; start its searcher when ``activate``.
+        ``prepare`` then ``store``; a caller on the event loop runs ``prepare`` in a thread."""
+        prepared = self.prepare(config_text, files, validate_only=validate_only)
+        if validate_only:
+            return None, prepared.config
+        return self.get(self.store(user, prepared, activate=activate, project_id=project_id)), prepared.config
+
+    def prepare(self, config_text: str, files: list[dict], *, validate_only: bool = False,
+                raw: dict[str, Any] | None = None, unmanaged: bool = False) -> PreparedExperiment:
+        """The pure, heavy part of ``create``: parse (unless ``raw``, the text already parsed
+        by ``expconf.parse_yaml``), validate and expand the config, pack the context, make the
+        searcher (not when ``validate_only`` or ``unmanaged``: no searcher runs an unmanaged
+        experiment, which needs no entrypoint either). Touches no shared state: safe in a
+        thread."""
+        if raw is None:
+            raw = expconf.parse_yaml(config_text)
+        seed = raw.get("reproducibility", {}).get("experiment_seed") if isinstance(raw.get("reproducibility"), dict) else None
+        if seed is None:
+            seed = secrets.randbelow(2**31)
+        no_entrypoint = unmanaged and raw.get("entrypoint") is None
+        if no_entrypoint:
+            raw = {**raw, "entrypoint": _NO_ENTRYPOINT}
+        config = expconf.expand_experiment_config(raw, self._defaults, seed=seed)
+        if no_entrypoint:
+            config["entrypoint"] = None
+        # Shown on one line everywhere (tables, widgets, the sidebar): the rules PATCH applies.
+        _names.check_text("experiment name (the config's name)", config["name"],
+                          max_len=_MAX_EXPERIMENT_NAME, empty=False)
+        if config.get("labels") is not None:
+            config["labels"] = _names.check_labels(config["labels"], "config label")
+        tgz = expconf.context_to_tgz(files or [])
+        if validate_only or unmanaged:
+            return PreparedExperiment(config_text, config, tgz, None)
+        # Make the searcher now so a config it rejects fails the request, not a later event.
+        try:
+            searcher = search.make_searcher(config["searcher"], config["hyperparameters"], seed)
+        except ValueError as exc:
+            raise InvalidConfig(f"searcher: {exc}", field="searcher") from exc
+        return PreparedExperiment(config_text, config, tgz, searcher)
+
+    def store(self, user: User, prepared: PreparedExperiment, *, activate: bool = True,
+              project_id: int | None = None) -> int:
+        """Store a prepared experiment (``prepare``, not ``validate_only``) and start its
+        searcher when ``activate``; on the event loop (it writes shared state). Returns its id
+        (not its row: reading back a config of megabytes costs the loop time)."""
+        if prepared.searcher is None:
+            raise ValueError("store needs an experiment prepared without validate_only")
+        config, config_text, tgz, searcher = prepared.config, prepared.config_text, prepared.tgz, prepared.searcher
+        job = self._job_values(config)
+        now = self._clock.now()
+        with self._engine.begin() as conn:
+            warm_start_checkpoint(conn, config["searcher"])  # refused here when there is none
+            project = project_id if project_id is not None else 1
+            if conn.execute(sa.select(t.projects.c.id).where(t.projects.c.id == project)).first() is None:
+                raise NotFound(f"project {project} not found")
+            exp_id = conn.execute(
+                sa.insert(t.experiments)
+                .values(
+                    state=(State.ACTIVE if activate else State.PAUSED).value,
+                    name=config["name"],
+                    description=config.get("description") or "",
+                    labels=list(config.get("labels") or []),
+                    notes="",
+                    owner_id=user.id,
+                    project_id=project,
+                    job_id=(job_id := str(uuid.uuid4())),
+                    config=config,
+                    original_config=config_text,
+                    searcher_type=config["searcher"]["name"],
+                    searcher_state=None,
+                    searcher_started=False,
+                    searcher_shutdown=False,
+                    archived=False,
+                    progress=0.0,
+                    start_time=now,
+                )
+                .returning(t.experiments.c.id)
+            ).scalar_one()
+            conn.execute(sa.insert(t.experiment_contexts).values(experiment_id=exp_id, tgz=tgz))
+            conn.execute(sa.insert(t.jobs).values(
+                job_id=job_id, job_type="EXPERIMENT", owner_id=user.id,
+                queue_position=now, submitted_at=now, **job,
+            ))
+            self._log.put(exp_id, searcher)
+            if activate:
+                self._start_searcher(conn, exp_id)
+            else:
+                self._log.save(conn, exp_id, force=True)
+        self.trials.flush()
+        self.on_change()
+        return exp_id
+
+    def _job_values(self, config: dict) -> dict[str, Any]:
+        """The experiment's job settings from ``resources``, its pool checked to exist."""
+        res = config.get("resources") or {}
+        pool = res.get("resource_pool") or ""
+        default_priority = 42
+        if self.resources is not None:
+            try:
+                self.resources.check_pool(pool)
+            except ValueError as exc:
+                raise InvalidConfig(str(exc), field="resources.resource_pool") from exc
+            slots = int(res.get("slots_per_trial", 1))
+            default_priority = self.resources.pools[
+                self.resources.pool_for(pool, slots)].scheduler.default_priority
+        return {
+            "priority": int(res.get("priority") or default_priority),
+            "weight": float(res.get("weight") or 1.0),
+            "max_slots": res.get("max_slots"),
+            "resource_pool": pool,
+        }
+
+    def patch(self, user: User, exp_id: int, **fields: Any) -> None:
+        """Change the experiment's name, description, notes or labels. Who may is the
+        caller's check (UPDATE_EXPERIMENT_METADATA on its workspace)."""
+        row = self.get(exp_id)
+        values: dict[str, Any] = {}
+        for key in ("description", "notes"):
+            if key in fields:
+                if not isinstance(fields[key], str):
+                    raise InvalidRequest(f"{key} must be a string")
+                values[key] = fields[key]
+        if "name" in fields:  # shown on one line everywhere: no control or invisible characters
+            values["name"] = fields["name"] if fields["name"] == row.name else _names.check_text(
+                "experiment name", fields["name"], max_len=_MAX_EXPERIMENT_NAME, empty=False)
+        if "labels" in fields:
+            values["labels"] = _names.check_labels(fields["labels"], stored=row.labels or ())
+        if values:
+            with self._engine.begin() as conn:
+                conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(**values))
+            self.on_change()
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, exp_id: int) -> sa.Row:
+        with self._reader.connect() as conn:
+            row = conn.execute(sa.select(t.experiments).where(t.experiments.c.id == exp_id)).first()
+        if row is None:
+            raise NotFound(f"experiment {exp_id} not found")
+        return row
+
+    def context_tgz(self, exp_id: int) -> bytes:
+        with self._reader.connect() as conn:
+            tgz = conn.execute(
+                sa.select(t.experiment_contexts.c.tgz).where(t.experiment_contexts.c.experiment_id == exp_id)
+            ).scalar()
+        if tgz is None:
+            raise NotFound(f"experiment {exp_id} has no context")
+        return tgz
+
+    # -- lifecycle verbs ----------------------------------------------------------------
+
+    def pause(self, exp_id: int) -> None:
+        exp = self.get(exp_id)
+        _managed(exp, "pause")
+        state = State(exp.state)
+        if state == State.PAUSED:
+            return
+        self._require(exp_id, state, State.PAUSED, "pause")
+        with self._engine.begin() as conn:
+            self._set_state(conn, exp_id, State.PAUSED)
+        self.trials.pause_all(exp_id)
+        self.on_change()
+
+    def activate(self, exp_id: int) -> None:
+        exp = self.get(exp_id)
+        _managed(exp, "activate")
+        state = State(exp.state)
+        if state == State.ACTIVE:
+            return
+        self._require(exp_id, state, State.ACTIVE, "activate")
+        with self._engine.begin() as conn:
+            self._set_state(conn, exp_id, State.ACTIVE)
+            if not exp.searcher_started:
+                self._start_searcher(conn, exp_id)
+        self.trials.flush()
+        self.trials.resume_all(exp_id)
+        self.on_change()
+
+    def cancel(self, exp_id: int) -> None:
+        self._stop(exp_id, State.STOPPING_CANCELED, graceful=True)
+
+    def kill(self, exp_id: int) -> None:
+        self._stop(exp_id, State.STOPPING_KILLED, graceful=False)
+
+    def _stop(self, exp_id: int, target: State, *, graceful: bool) -> None:
+        exp = self.get(exp_id)
+        state = State(exp.state)
+        if state in TERMINAL or state == target:
+            return
+        if exp.unmanaged:
+            self.unmanaged.stop_experiment(exp_id)
+            return
+        if state == State.STOPPING_CANCELED and target == State.STOPPING_KILLED:
+            pass  # kill escalates a cancel
+        else:
+            self._require(exp_id, state, target, "kill" if not graceful else "cancel")
+        with self._engine.begin() as conn:
+            self._set_state(conn, exp_id, target)
+        self.trials.stop_all(exp_id, target, graceful=graceful)
+        self.maybe_finish(exp_id)
+        self.on_change()
+
+    def _require(self, exp_id: int, src: State, dst: State, verb: str) -> None:
+        if not can_transition(src, dst):
+            raise Conflict(f"cannot {verb} experiment {exp_id}: it is {src.value}")
+
+    def _set_state(self, conn: sa.Connection, exp_id: int, state: State, error: str | None = None) -> None:
+        values: dict[str, Any] = {"state": state.value}
+        if state in TERMINAL:
+            values["end_time"] = self._clock.now()
+        if error is not None:
+            values["error_message"] = error
+        conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(**values))
+        self.on_state(conn, exp_id, state.value)
+
+    # -- searcher events ----------------------------------------------------------------
+
+    def _start_searcher(self, conn: sa.Connection, exp_id: int) -> None:
+        conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_started=True))
+        self._feed(conn, {exp_id: [SearcherEvent("start")]})
+
+    def searcher_event(self, exp_id: int, event: SearcherEvent) -> None:
+        """Feed one event to the experiment's searcher and apply what it decides, atomically."""
+        self.searcher_events(exp_id, [event])
+
+    def searcher_events(self, exp_id: int, events: list[SearcherEvent]) -> None:
+        """Feed events to the experiment's searcher, in order, and apply what it decides in ONE
+        transaction (a group commit: one commit's wait instead of one per event).
+
+        Each event sees the effects of those before it, so the decisions and rows are those of
+        feeding them one by one, except that the effects deferred past the commit (preempting
+        a stopped trial, or closing it at once when nothing of it runs, which feeds its
+        trial_closed) follow the whole group, and the snapshot is rewritten at most once per
+        group. If the group fails it rolls back and each event is retried alone:
+        a bad event then ends as it would have alone (a searcher error fails the experiment,
+        anything else is raised after the others were fed) and costs the others nothing.
+        """
+        if not events:
+            return
+        shutdown = True
+        try:
+            with self._engine.begin() as conn:
+                shutdown = self._feed(conn, {exp_id: events})[exp_id]
+        except Exception as exc:
+            self._log.forget(exp_id)  # its in-memory state may be ahead of the rolled-back DB
+            self.trials.discard_deferred()
+            if len(events) > 1:
+                self._one_by_one(exp_id, events)
+                return
+            if not isinstance(exc, search.SearcherError):
+                raise
+            self.fail(exp_id, f"searcher error: {exc}")
+        self.trials.flush()
+        if _may_end(shutdown, events):
+            self.maybe_finish(exp_id)
+
+    def searcher_events_many(self, groups: dict[int, list[SearcherEvent]]) -> None:
+        """``searcher_events`` for several experiments' groups in ONE transaction (a loop
+        turn's exits and validations, whatever their experiments). Should it fail, it rolls
+        back and each experiment's group is fed alone (as ``searcher_events``, with its own
+        fallback), so one bad experiment costs the others nothing; the first error is raised
+        once every group was fed."""
+        if len(groups) == 1:
+            [(exp_id, events)] = groups.items()
+            self.searcher_events(exp_id, events)
+            return
+        try:
+            with self._engine.begin() as conn:
+                states = dict(conn.execute(sa.select(t.experiments.c.id, t.experiments.c.state)
+                                           .where(t.experiments.c.id.in_(list(groups)))).all())
+                shutdown = self._feed(conn, groups, states)
+        except Exception:
+            for exp_id in groups:
+                self._log.forget(exp_id)  # their in-memory states may be ahead of the database
+            self.trials.discard_deferred()
+            self._each_alone(groups)
+            return
+        self.trials.flush()
+        self.maybe_finish_many([exp_id for exp_id, events in groups.items()
+                                if _may_end(shutdown.get(exp_id, False), events)])
+
+    def _each_alone(self, groups: dict[int, list[SearcherEvent]]) -> None:
+        """Feed each experiment's group in a transaction of its own; raise the first error
+        once all were fed."""
+        first: Exception | None = None
+        for exp_id, events in groups.items():
+            try:
+                self.searcher_events(exp_id, events)
+            except Exception as exc:
+                if first is not None:
+                    log.exception("searcher events of experiment %s failed", exp_id)
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def _one_by_one(self, exp_id: int, events: list[SearcherEvent]) -> None:
+        """Retry a failed group event by event; raise the first error once all were tried."""
+        first: Exception | None = None
+        for event in events:
+            try:
+                self.searcher_events(exp_id, [event])
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def _feed(self, conn: sa.Connection, groups: dict[int, list[SearcherEvent]],
+              states: dict[int, str] | None = None) -> dict[int, bool]:
+        """Feed each experiment's events (``_apply``), then save every searcher's log in one
+        statement (a snapshot instead where it shut down or one is due); whether each shut
+        down. ``states``: the experiments', if the caller read them in this transaction."""
+        shutdown = {exp_id: self._apply(conn, exp_id, events, (states or {}).get(exp_id))
+                    for exp_id, events in groups.items() if events}
+        self._log.save_many(conn, list(shutdown.items()))
+        return shutdown
+
+    def _apply(self, conn: sa.Connection, exp_id: int, events: list[SearcherEvent],
+               state: str | None = None) -> bool:
+        """Feed events and carry out their actions (and those of the trial_created events they
+        cause); returns whether the searcher shut down (the caller saves the log: ``_feed``).
+        ``state``: the experiment's, if the caller read it in this transaction."""
+        exp = self._exp_row(conn, exp_id, state)
+        shutdown = False
+        for event in events:
+            if self._carry_out(conn, exp, self._log.feed(conn, exp_id, event)):
+                shutdown = True
+                exp = self._exp_row(conn, exp_id)  # a failed search's Shutdown changed its state
+        if shutdown:
+            conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_shutdown=True))
+        return shutdown
+
+    def _exp_row(self, conn: sa.Connection, exp_id: int, state: str | None = None) -> Any:
+        """The experiment's id and state (read now unless given), and its config (from the
+        trials' cache: read and parsed once per master run, not in every searcher
+        transaction)."""
+        if state is None:
+            state = conn.execute(sa.select(t.experiments.c.state).where(t.experiments.c.id == exp_id)).scalar_one()
+        return SimpleNamespace(id=exp_id, state=state, config=self.trials.experiment_config(conn, exp_id))
+
+    def _carry_out(self, conn: sa.Connection, exp: Any, actions: list) -> bool:
+        shutdown = False
+        for action in actions:
+            if isinstance(action, search.Create):
+                if State(exp.state) not in (State.ACTIVE, State.PAUSED):
+                    continue
+                self.trials.create(conn, exp, action)
+                created = SearcherEvent("trial_created", action.request_id)
+                shutdown |= self._carry_out(conn, exp, self._log.feed(conn, exp.id, created))
+            elif isinstance(action, search.Stop):
+                self.trials.searcher_stop(conn, exp.id, action.request_id)
+            elif isinstance(action, search.Shutdown):
+                shutdown = True
+                if action.failure:
+                    self._set_state(conn, exp.id, State.STOPPING_ERROR, "the searcher failed")
+                elif action.cancel:
+                    self._set_state(conn, exp.id, State.STOPPING_CANCELED, "its only trial was canceled")
+        return shutdown
+
+    # -- completion ---------------------------------------------------------------------
+
+    def fail(self, exp_id: int, message: str) -> None:
+        exp = self.get(exp_id)
+        if State(exp.state) in TERMINAL:
+            return
+        with self._engine.begin() as conn:
+            self._set_state(conn, exp_id, State.STOPPING_ERROR, message)
+        self.trials.stop_all(exp_id, State.STOPPING_ERROR, graceful=False)
+        self.maybe_finish(exp_id)
+
+    def maybe_finish(self, exp_id: int) -> None:
+        """Move the experiment to its terminal state once no trial can run any more."""
+        self.maybe_finish_many([exp_id])
+
+    def maybe_finish_many(self, exp_ids: list[int]) -> None:
+        """``maybe_finish`` for several experiments. Called after every loop turn's exits: one
+        autocommit read answers "not yet" for all of them (nearly always) without the round
+        trips of a transaction; each that may end asks again in a transaction of its own."""
+        if not exp_ids:
+            return
+        with self._reader.connect() as conn:
+            ending = [exp_id for exp_id, end in self._end_states(conn, exp_ids).items() if end is not None]
+        for exp_id in ending:
+            with self._engine.begin() as conn:
+                end = self._end_states(conn, [exp_id]).get(exp_id)
+                if end is None:
+                    continue
+                target, search_done = end
+                self._set_state(conn, exp_id, target)
+                if search_done:
+                    conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(progress=1.0))
+            self._log.forget(exp_id)
+            self.on_finished(exp_id)
+            self.on_change()
+
+    def _end_states(self, conn: sa.Connection, exp_ids: list[int]) -> dict[int, tuple[State, bool] | None]:
+        """Per experiment: the state it ends in now, and whether its search ending is why;
+        None while a trial can still run, or when it is paused or already over."""
+        # Whether a trial can still run is only asked when the answer matters (the experiment
+        # is stopping or its search is over): it reads the experiment's trials.
+        e = t.experiments.c
+        live = sa.exists().where(t.trials.c.experiment_id == e.id,
+                                 t.trials.c.state.not_in([s.value for s in TERMINAL]))
+        rows = conn.execute(sa.select(
+            e.id, e.state, e.searcher_shutdown,
+            sa.case((sa.or_(e.state.in_([s.value for s in STOPPING]), e.searcher_shutdown), live),
+                    else_=sa.false()).label("live"),
+        ).where(e.id.in_(exp_ids))).all()
+        return {row.id: _end_of(row) for row in rows}
+
+    def active_ids(self) -> list[int]:
+        with self._reader.connect() as conn:
+            return list(
+                conn.execute(
+                    sa.select(t.experiments.c.id).where(t.experiments.c.state.not_in([s.value for s in TERMINAL]))
+                ).scalars()
+            )
+
+
+def _managed(exp: Any, verb: str) -> None:
+    """Refuse a verb that would start or stop a search on an unmanaged experiment: its trials
+    run where its script runs, and activating it would ask allocations for them."""
+    if exp.unmanaged:
+        raise Conflict(f"cannot {verb} experiment {exp.id}: it is unmanaged (its trials run outside the "
+                       "cluster, in the process that reports them); cancel or kill it to end it")
+
+
+def _may_end(shutdown: bool, events: list[SearcherEvent]) -> bool:
+    """Whether feeding ``events`` may have ended the experiment: a validation can only through
+    a searcher shutdown; a trial closing always may. Skipping the check otherwise keeps the
+    per-report cost down."""
+    return shutdown or any(e.kind != "validation_completed" for e in events)
+
+
+def _end_of(row: Any) -> tuple[State, bool] | None:
+    """What ``_end_states`` decides from one experiment's row."""
+    if row.live:
+        return None
+    state = State(row.state)
+    if state in STOPPING:
+        return STOPPING_END[state], False
+    if state in TERMINAL or state == State.PAUSED or not row.searcher_shutdown:
+        return None
+    return State.COMPLETED, True

@@ -1,0 +1,366 @@
+"""Commands: one process on the cluster (``det cmd run``), a job of its own, never preempted.
+
+A command is a task with one allocation. It waits in its pool's queue like a trial, but no
+policy preempts it (Determined: notebooks, TensorBoards, shells and commands are not
+preemptible), and it runs once: its exit ends it, whatever the code.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from ... import config as expconf
+from ...errors import InvalidRequest, NotFound, Unavailable
+from ...store import reader
+from ...store import tables as t
+from ..common.clock import Clock
+from .kinds import KINDS, work_dir_mounts
+from ..common.sealed import SealedError, Sealer, is_sealed
+from .ssh import PRIVATE_KEY
+from ..common.states import AllocState
+from ..allocation.spec import gang_env, master_env, task_env
+from ..allocation.service import AllocationService, Gang
+from ..accounts.auth import User
+from ..allocation.cluster_info import build_info_files
+
+DEFAULT_PRIORITY = 42
+_CLI = {"COMMAND": "cmd", **{k: v.cli for k, v in KINDS.items()}}
+_PREFIX = {"COMMAND": "cmd", "NOTEBOOK": "nb"}
+
+
+@dataclass(frozen=True)
+class CommandConfig:
+    """What a command runs and on what: validated from ``v1LaunchCommandRequest.config``."""
+
+    entrypoint: str | list[str]
+    slots: int
+    priority: int | None
+    resource_pool: str
+    description: str
+    env: dict[str, str]
+
+    @classmethod
+    def parse(cls, raw: Any) -> CommandConfig:
+        if not isinstance(raw, dict):
+            raise InvalidRequest("config must be an object with an entrypoint")
+        entry = raw.get("entrypoint")
+        entrypoint: str | list[str]
+        if isinstance(entry, list) and entry and all(isinstance(x, str) for x in entry):
+            # One word is a shell command line (`det cmd run 'make && ./run'`); more are argv.
+            entrypoint = entry[0] if len(entry) == 1 else list(entry)
+        elif isinstance(entry, str) and entry.strip():
+            entrypoint = entry
+        else:
+            raise InvalidRequest("config.entrypoint must be a command line or a non-empty list of strings")
+        res = raw.get("resources") or {}
+        if not isinstance(res, dict):
+            raise InvalidRequest("config.resources must be an object (slots, priority, resource_pool)")
+        slots = res.get("slots", 1)
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
+            raise InvalidRequest(f"config.resources.slots must be an integer >= 0, got {slots!r}")
+        priority = res.get("priority")
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
+                                     or not 1 <= priority <= 99):
+            raise InvalidRequest(f"config.resources.priority must be an integer from 1 to 99, got {priority!r}")
+        pool = res.get("resource_pool") or ""
+        if not isinstance(pool, str):
+            raise InvalidRequest("config.resources.resource_pool must be a string")
+        try:
+            env = expconf.environment_variables(raw, "cpu")
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InvalidRequest(f"config.environment.environment_variables: {exc}") from None
+        line = entrypoint if isinstance(entrypoint, str) else shlex.join(entrypoint)
+        desc = raw.get("description") or f"Command ({line[:40]})"
+        return cls(entrypoint, slots, priority, pool, str(desc), env)
+
+
+class CommandService:
+    def __init__(self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: Any,
+                 *, sealer: Sealer | None = None) -> None:
+        self._engine = engine
+        # Seals what tasks' rows hold that must be replayed (services._sealed). The master
+        # passes one whose key is kept in the data dir; without one, a key of this process
+        # only (what it sealed does not open after a restart).
+        self._sealer = sealer or Sealer(os.urandom(32))
+        self._reader = reader(engine)
+        self._clock = clock
+        self._allocs = allocations
+        self.identity = identity  # trials.MasterIdentity; replaced when the URL is known
+        self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
+        self.notebook_root = "/tmp/det-notebooks"  # a user's notebooks work in <root>/<user>
+        self.notebook_timeout_s: float | None = None  # the master's default idle_timeout
+        self.kind_defaults: dict[str, Any] = {}  # other master settings the kinds read
+
+    def launch(self, user: User, raw_config: Any, files: list[dict] | None = None,
+               kind: str = "COMMAND", workspace_id: int = 1) -> sa.Row:
+        """Queue a task of ``kind``: COMMAND, or a proxied kind of ``_kinds.KINDS``."""
+        extra: dict[str, Any] = {}
+        if isinstance(raw_config, dict):  # a typo is refused, as 0.38.1's strict decode does
+            expconf.check_task_keys(raw_config, kind)
+        if kind in KINDS:
+            if not isinstance(raw_config, dict):
+                raise InvalidRequest("config must be an object")
+            raw_config = dict(raw_config)
+            raw_config.setdefault("entrypoint", kind.lower())  # replaced when it is placed
+            raw_config.setdefault("description", f"{KINDS[kind].cli.capitalize()} ({user.username})")
+            try:
+                extra = KINDS[kind].settings(raw_config, user.username, {
+                    "notebook_root": self.notebook_root, "notebook_timeout_s": self.notebook_timeout_s,
+                    **self.kind_defaults})
+            except ValueError as exc:
+                raise InvalidRequest(str(exc)) from None
+        elif kind != "COMMAND":
+            raise InvalidRequest(f"unknown task type {kind!r}")
+        cfg = CommandConfig.parse(raw_config)
+        task_id = f"{_PREFIX.get(kind, kind.lower())}-{uuid.uuid4()}"
+        if PRIVATE_KEY in extra:  # a shell's: its owner fetches it again, so it is sealed
+            extra[PRIVATE_KEY] = self._sealer.seal(extra[PRIVATE_KEY], f"{task_id}:{PRIVATE_KEY}")
+        try:
+            self.resources.check_pool(cfg.resource_pool, "config.resources.resource_pool")
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        pool = self.resources.pool_for(cfg.resource_pool, cfg.slots)
+        priority = cfg.priority or self.resources.pools[pool].scheduler.default_priority
+        tgz = expconf.context_to_tgz(files or []) if files else None
+        job_id = f"job-{uuid.uuid4()}"
+        now = self._clock.now()
+        with self._engine.begin() as conn:
+            conn.execute(sa.insert(t.jobs).values(
+                job_id=job_id, job_type=kind, owner_id=user.id, priority=priority, weight=1.0,
+                max_slots=None, resource_pool=cfg.resource_pool, queue_position=now, submitted_at=now,
+            ))
+            conn.execute(sa.insert(t.commands).values(
+                task_id=task_id, job_id=job_id, owner_id=user.id, description=cfg.description,
+                config={"entrypoint": cfg.entrypoint, "resources": {"slots": cfg.slots,
+                        "priority": priority, "resource_pool": pool}, "env": cfg.env,
+                        "description": cfg.description, **extra},
+                context=tgz, start_time=now, task_type=kind, workspace_id=workspace_id,
+            ))
+            self._allocs.request(conn, task_id=task_id, trial_id=None, slots=cfg.slots,
+                                 priority=priority, resource_pool=pool, job_id=job_id)
+        if self._allocs.launcher is not None:
+            self._allocs.launcher.schedule_soon()
+        return self.get(task_id, kind)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, task_id: str, kind: str | None = "COMMAND") -> sa.Row:
+        """The task ``task_id`` (of ``kind``, when given; another kind is not found)."""
+        with self._reader.connect() as conn:
+            row = conn.execute(_GET, {"target": task_id}).first()
+        if row is None or (kind is not None and row.task_type != kind):
+            what = (kind or "task").lower()
+            raise NotFound(f"{what} {task_id} not found; det {_CLI.get(kind or '', 'cmd')} list "
+                           f"shows them")
+        return row
+
+    def list(self, user: User | None = None, kind: str | tuple[str, ...] = "COMMAND") -> list[sa.Row]:
+        """Tasks of ``kind`` (or of any of several kinds), oldest first; ``user``'s only if
+        given."""
+        kinds = (kind,) if isinstance(kind, str) else kind
+        q = _listing().where(t.commands.c.task_type.in_(kinds)).order_by(t.commands.c.start_time)
+        if user is not None:
+            q = q.where(t.commands.c.owner_id == user.id)
+        with self._reader.connect() as conn:
+            return list(conn.execute(q))
+
+    def running_proxied(self) -> list[sa.Row]:
+        """The running tasks of every proxied kind that have an address: only what the
+        proxy's readiness and idle passes read (once a second): no context, no user join, and
+        of the config only ``idle_timeout`` and ``idle_type`` (extracted by the database)."""
+        c, a = t.commands.c, t.allocations.c
+        q = (sa.select(c.task_id, c.task_type, c.owner_id, c.proxy_address, c.proxy_token,
+                       a.allocation_id,
+                       c.config["idle_timeout"].as_float().label("idle_timeout"),
+                       c.config["notebook_idle_type"].as_string().label("idle_type"))
+             .join(t.allocations, a.task_id == c.task_id)
+             .where(c.task_type.in_(tuple(KINDS)), a.state == AllocState.RUNNING.value,
+                    c.proxy_address.is_not(None)))
+        with self._reader.connect() as conn:
+            return list(conn.execute(q))
+
+    def upstream_token(self, row: Any) -> str:
+        """The token the proxy sends to the task of ``row`` (a row with ``task_id`` and
+        ``proxy_token``), opened."""
+        return self._sealer.open(row.proxy_token, f"{row.task_id}:proxy_token")
+
+    def private_key(self, row: Any) -> str:
+        """A shell's SSH private key (of ``row``'s config), opened; "" when it has none."""
+        sealed = (row.config or {}).get(PRIVATE_KEY) or ""
+        try:
+            return self._sealer.open(sealed, f"{row.task_id}:{PRIVATE_KEY}") if sealed else ""
+        except SealedError as exc:
+            raise Unavailable(f"shell {row.task_id}'s key is lost ({exc}); start a new shell") from None
+
+    def seal_plaintext(self) -> int:
+        """Seal the upstream tokens and private keys that rows written before sealing hold in
+        plain text; returns how many rows changed. On SQLite the old values' bytes are zeroed
+        in the file (``secure_delete``); PostgreSQL keeps old row versions until a VACUUM."""
+        c = t.commands.c
+        with self._engine.begin() as conn:
+            rows = conn.execute(sa.select(c.task_id, c.proxy_token, c.config)
+                                .where(c.task_type.in_(tuple(KINDS)))).all()
+            changes = {}
+            for row in rows:
+                values: dict[str, Any] = {}
+                if row.proxy_token and not is_sealed(row.proxy_token):
+                    values["proxy_token"] = self._sealer.seal(row.proxy_token,
+                                                              f"{row.task_id}:proxy_token")
+                key = (row.config or {}).get(PRIVATE_KEY)
+                if key and not is_sealed(key):
+                    values["config"] = {**row.config, PRIVATE_KEY: self._sealer.seal(
+                        key, f"{row.task_id}:{PRIVATE_KEY}")}
+                if values:
+                    changes[row.task_id] = values
+            if not changes:
+                return 0
+            sqlite = conn.dialect.name == "sqlite"
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA secure_delete=ON")
+            for task_id, values in changes.items():
+                conn.execute(sa.update(t.commands).where(c.task_id == task_id).values(**values))
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA secure_delete=OFF")
+        return len(changes)
+
+    def context_tgz(self, task_id: str) -> bytes | None:
+        with self._reader.connect() as conn:
+            return conn.execute(sa.select(t.commands.c.context).where(t.commands.c.task_id == task_id)).scalar()
+
+    # -- control ------------------------------------------------------------------------
+
+    def kill(self, user: User, task_id: str, kind: str = "COMMAND", reason: str | None = None,
+             row: Any = None) -> str | None:
+        """End the task. Who may is the caller's check (UPDATE_NSC on its workspace; the
+        proxied kinds also need their owner or an admin: ``NotebookService.visible``).
+        ``row``: the task's row (``get``), where the caller has just read it. Returns its
+        allocation's new state where that (and ``reason``) is all that changed in the row
+        (``AllocationService.kill``), else None."""
+        if row is None:
+            row = self.get(task_id, kind)
+        if reason:
+            with self._engine.begin() as conn:
+                conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id)
+                             .values(exit_reason=reason))
+        if row.allocation_id and row.alloc_state != AllocState.TERMINATED.value:
+            return self._allocs.kill(row.allocation_id)
+        return None
+
+    # -- the AllocationOwner protocol ---------------------------------------------------
+
+    def build_specs(
+        self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
+    ) -> list[dict]:
+        with (self._reader.connect() if conn is None else nullcontext(conn)) as c:
+            cmd = c.execute(sa.select(t.commands).where(t.commands.c.task_id == alloc.task_id)).one()
+            owner = c.execute(sa.select(t.users.c.username).where(t.users.c.id == cmd.owner_id)).scalar_one()
+        ident = self.identity
+        # A proxied task's upstream token (JupyterLab reads JUPYTER_TOKEN; the proxy sends it),
+        # made at placement and stored sealed with its address.
+        upstream = secrets.token_hex(24) if cmd.task_type in KINDS else None
+        specs = []
+        addrs = [c.address for c in gang.containers]
+        counts = [len(c.slot_ids) for c in gang.containers]
+        for rank, c in enumerate(gang.containers):
+            env = {
+                **cmd.config.get("env", {}),
+                **master_env(ident),
+                **task_env(cmd.task_id, alloc.allocation_id, rank, token, owner, cmd.task_type),
+                **gang_env(gang, rank),
+            }
+            info = build_info_files(
+                master_url=ident.url, cluster_id=ident.cluster_id, agent_id=c.agent_id,
+                slot_ids=list(c.slot_ids), task_id=cmd.task_id, allocation_id=alloc.allocation_id,
+                session_token=token, task_type=cmd.task_type, latest_checkpoint=None, trial=None,
+                container_addrs=addrs, container_rank=rank, container_slot_counts=counts,
+                gpu_uuids=[],
+            )
+            entrypoint = cmd.config["entrypoint"]
+            if cmd.task_type in KINDS:
+                entrypoint, extra_env = KINDS[cmd.task_type].build(
+                    cmd.task_id, c.address, gang.rendezvous_port, cmd.config, os.geteuid() == 0)
+                env.update(extra_env)
+                env["JUPYTER_TOKEN"] = env["DET_PROXY_TOKEN"] = upstream
+            spec = {
+                "task_id": cmd.task_id, "allocation_id": alloc.allocation_id,
+                "task_type": cmd.task_type, "entrypoint": entrypoint, "env": env,
+                "slot_ids": list(c.slot_ids), "info_files": info, "mounts": work_dir_mounts(cmd.config),
+            }
+            if cmd.context is not None:
+                spec["context_url"] = f"/api/v1/tasks/{cmd.task_id}/context_directory"
+            specs.append(spec)
+        if upstream is not None:  # where the proxy reaches it, and with what, with the placement
+            chief = gang.containers[0]
+            with (self._engine.begin() if conn is None else nullcontext(conn)) as w:
+                w.execute(sa.update(t.commands).where(t.commands.c.task_id == cmd.task_id).values(
+                    proxy_address=f"{chief.address}:{gang.rendezvous_port}",
+                    proxy_token=self._sealer.seal(upstream, f"{cmd.task_id}:proxy_token")))
+        return specs
+
+    def allocation_exited(
+        self, alloc: sa.Row, exit_code: int | None, reason: str | None,
+        conn: sa.Connection | None = None,
+    ) -> None:
+        with (self._engine.begin() if conn is None else nullcontext(conn)) as c:
+            # A reason set when it was killed (e.g. culled as idle) wins over the exit's.
+            c.execute(
+                sa.update(t.commands).where(t.commands.c.task_id == alloc.task_id)
+                .values(exit_code=exit_code, end_time=self._clock.now(),
+                        exit_reason=sa.func.coalesce(t.commands.c.exit_reason, reason))
+            )
+
+
+def _listing() -> sa.Select:
+    """Commands with their user and their (only) allocation's state."""
+    return (
+        sa.select(
+            t.commands, t.users.c.username, t.jobs.c.resource_pool.label("job_pool"),
+            t.jobs.c.priority, t.allocations.c.allocation_id,
+            t.allocations.c.state.label("alloc_state"), t.allocations.c.resource_pool,
+        )
+        .join(t.users, t.users.c.id == t.commands.c.owner_id)
+        .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
+        .outerjoin(t.allocations, t.allocations.c.task_id == t.commands.c.task_id)
+    )
+
+
+# One task by id, built once: building the listing's join (and its cache key) per call cost
+# three times what running it does on SQLite.
+_GET = _listing().where(t.commands.c.task_id == sa.bindparam("target"))
+
+
+class OwnerRouter:
+    """The AllocationOwner the allocation service talks to: trials for allocations of a trial,
+    commands for the rest."""
+
+    def __init__(self, trials: Any, commands: CommandService) -> None:
+        self._trials = trials
+        self._commands = commands
+
+    def build_specs_many(
+        self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
+    ) -> dict[str, list[dict]]:
+        """A pass's placements: the trials' together (batched), the others one by one."""
+        out = self._trials.build_specs_many([r for r in runs if r[0].trial_id is not None], conn)
+        for alloc, gang, token in runs:
+            if alloc.trial_id is None:
+                out[alloc.allocation_id] = self._commands.build_specs(alloc, gang, token, conn=conn)
+        return out
+
+    def allocations_exited(
+        self, ended: Sequence[tuple[Any, int | None, str | None]], conn: sa.Connection
+    ) -> list[Callable[[], None] | None]:
+        """A turn's exits: the trials' together (batched), the others one by one; in order."""
+        trials = iter(self._trials.allocations_exited([e for e in ended if e[0].trial_id is not None], conn))
+        return [next(trials) if alloc.trial_id is not None
+                else self._commands.allocation_exited(alloc, exit_code, reason, conn)
+                for alloc, exit_code, reason in ended]

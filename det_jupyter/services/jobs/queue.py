@@ -1,0 +1,213 @@
+"""The job queue, read-only: experiments with waiting or placed allocations, in queue order.
+
+A job is an experiment (its ``job_id``). It is SCHEDULED while any of its allocations holds
+slots and QUEUED while all of them wait. The order is the priority policy's: lower priority
+number first, then earlier submission. A queued job carries the scheduler's own sentence for
+why its first waiting request waits (``scheduler.wait_reason``) on the master's snapshot, so
+the queue explains exactly what the next pass will see. Nothing here writes state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from ... import scheduler
+from ...store import reader
+from ...store import tables as t
+from ..common.states import LIVE_ALLOC, AllocState, State
+from ..experiments.views import progress_of
+
+QUEUED = "STATE_QUEUED"
+SCHEDULED = "STATE_SCHEDULED"
+
+# The policies place a gang across agents when no single agent of its pool could hold it.
+SPANS_AGENTS = True
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of the queue; ``jobs_ahead`` counts jobs before it in its pool's order."""
+
+    job_id: str
+    experiment_id: int
+    name: str
+    username: str
+    user_id: int
+    workspace_id: int
+    submitted_at: float
+    resource_pool: str
+    priority: int
+    weight: float
+    requested_slots: int
+    allocated_slots: int
+    progress: float
+    state: str
+    jobs_ahead: int
+    wait_reason: str | None
+    job_type: str = "EXPERIMENT"
+    entity_id: str = ""
+    preemptible: bool = True
+
+
+@dataclass
+class _Holdings:
+    """What one experiment's unfinished allocations ask for and hold, and its job's settings."""
+
+    workspace_id: int
+    pool: str
+    priority: int
+    weight: float
+    position: float
+    requested: int = 0
+    allocated: int = 0
+
+
+def queue(
+    engine: sa.Engine,
+    snapshot: scheduler.Snapshot,
+    *,
+    pool: str = "",
+    states: Collection[str] = (),
+    descending: bool = False,
+    offset: int = 0,
+    limit: int = 0,
+    policy: str = "priority",
+) -> tuple[list[Job], int]:
+    """One page of ``pool``'s queue ("" = the default pool) and how many jobs match.
+
+    ``jobs_ahead`` is each job's place in the whole pool, before ``states`` filters and
+    ``descending`` reverses the list, as Determined reports it. Everything is summed in SQL,
+    so a queue of thousands of waiting trials costs a few rows per experiment.
+    """
+    wanted = scheduler.pool_of(pool)
+    holdings = {exp_id: h for exp_id, h in _holdings(engine).items() if h.pool == wanted}
+    jobs = _in_queue_order(_experiment_jobs(engine, holdings) + _command_jobs(engine, wanted),
+                           snapshot, policy)
+    if states:
+        jobs = [j for j in jobs if j.state in states]
+    if descending:
+        jobs.reverse()
+    page = jobs[offset: offset + limit] if limit else jobs[offset:]
+    return page, len(jobs)
+
+
+def _holdings(engine: sa.Engine) -> dict[int, _Holdings]:
+    """Per experiment: its unfinished allocations, summed, and its job's settings."""
+    a = t.allocations.c
+    live = sa.case((a.state.in_(LIVE_ALLOC), a.slots), else_=0)
+    q = (
+        sa.select(
+            t.trials.c.experiment_id, t.projects.c.workspace_id, sa.func.min(a.resource_pool),
+            sa.func.min(a.priority), t.jobs.c.priority, t.jobs.c.weight, t.jobs.c.queue_position,
+            sa.func.sum(a.slots), sa.func.sum(live),
+        )
+        .select_from(t.allocations)
+        .join(t.trials, t.trials.c.id == a.trial_id)
+        .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
+        .join(t.projects, t.projects.c.id == t.experiments.c.project_id)
+        .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
+        .where(a.state != AllocState.TERMINATED.value)
+        .group_by(t.trials.c.experiment_id, t.projects.c.workspace_id, t.jobs.c.priority,
+                  t.jobs.c.weight, t.jobs.c.queue_position)
+    )
+    out: dict[int, _Holdings] = {}
+    with reader(engine).connect() as conn:
+        for exp_id, ws, rpool, alloc_prio, job_prio, weight, position, requested, allocated in conn.execute(q):
+            out[exp_id] = _Holdings(
+                ws, scheduler.pool_of(rpool), job_prio if job_prio is not None else alloc_prio,
+                weight or 1.0, position or 0.0, int(requested or 0), int(allocated or 0))
+    return out
+
+
+
+
+def _experiment_jobs(engine: sa.Engine, holdings: dict[int, _Holdings]) -> list[tuple]:
+    """(sort key, job) for each experiment with unfinished allocations."""
+    if not holdings:
+        return []
+    e, tr = t.experiments.c, t.trials.c
+    done = sa.func.sum(sa.case((tr.state == State.COMPLETED.value, 1.0), else_=sa.func.coalesce(tr.progress, 0.0)))
+    sums = (
+        sa.select(tr.experiment_id, sa.func.count(), done)
+        .where(tr.experiment_id.in_(list(holdings)))
+        .group_by(tr.experiment_id)
+    )
+    rows = (
+        sa.select(e.id, e.name, e.owner_id, e.start_time, e.job_id, e.progress, e.config,
+                  t.users.c.username)
+        .join(t.users, t.users.c.id == e.owner_id)
+        .where(e.id.in_(list(holdings)))
+    )
+    out = []
+    with reader(engine).connect() as conn:
+        trial_sums = {exp_id: (n, d) for exp_id, n, d in conn.execute(sums)}
+        for r in conn.execute(rows):
+            h = holdings[r.id]
+            n, d = trial_sums.get(r.id, (0, 0.0))
+            job = Job(
+                job_id=r.job_id, experiment_id=r.id, name=r.name, username=r.username,
+                user_id=r.owner_id, workspace_id=h.workspace_id, submitted_at=r.start_time,
+                resource_pool=h.pool, priority=h.priority, weight=h.weight,
+                requested_slots=h.requested, allocated_slots=h.allocated,
+                progress=progress_of(r.progress, (r.config or {}).get("searcher", {}), n, float(d or 0.0)),
+                state=QUEUED if h.allocated == 0 else SCHEDULED,
+                jobs_ahead=0, wait_reason=None, entity_id=str(r.id),
+            )
+            out.append(((h.priority, h.position or r.start_time, job.job_id), job))
+    return out
+
+
+def _command_jobs(engine: sa.Engine, pool: str) -> list[tuple]:
+    """(sort key, job) for each command that has not ended, in ``pool``."""
+    a = t.allocations
+    q = (
+        sa.select(t.commands.c.task_id, t.commands.c.description, t.commands.c.owner_id,
+                  t.commands.c.start_time, t.commands.c.task_type, t.users.c.username,
+                  t.jobs.c.job_id, t.jobs.c.priority,
+                  t.jobs.c.weight, t.jobs.c.queue_position, a.c.state, a.c.slots, a.c.resource_pool)
+        .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
+        .join(t.users, t.users.c.id == t.commands.c.owner_id)
+        .join(a, a.c.task_id == t.commands.c.task_id)
+        .where(a.c.state != AllocState.TERMINATED.value)
+    )
+    out = []
+    with reader(engine).connect() as conn:
+        for r in conn.execute(q):
+            if scheduler.pool_of(r.resource_pool) != pool:
+                continue
+            placed = r.state in LIVE_ALLOC
+            job = Job(
+                job_id=r.job_id, experiment_id=0, name=r.description, username=r.username,
+                user_id=r.owner_id, workspace_id=1, submitted_at=r.start_time, resource_pool=pool,
+                priority=r.priority, weight=r.weight, requested_slots=r.slots,
+                allocated_slots=r.slots if placed else 0, progress=0.0,
+                state=SCHEDULED if placed else QUEUED, jobs_ahead=0, wait_reason=None,
+                job_type=r.task_type, entity_id=r.task_id, preemptible=False,
+            )
+            out.append(((r.priority, r.queue_position, r.job_id), job))
+    return out
+
+
+def _in_queue_order(entries: list[tuple], snapshot: scheduler.Snapshot, policy: str) -> list[Job]:
+    """The jobs of one pool in queue order, each with its place and, if queued, its reason."""
+    entries.sort(key=lambda e: e[0])
+    return [
+        dataclasses.replace(
+            job, jobs_ahead=ahead,
+            wait_reason=_reason(snapshot, job.job_id, policy) if job.state == QUEUED else None,
+        )
+        for ahead, (_, job) in enumerate(entries)
+    ]
+
+
+def _reason(snap: scheduler.Snapshot, job_id: str, policy: str) -> str | None:
+    """Why the job's first waiting request (in queue order) waits; None if the snapshot,
+    taken a moment apart, holds none of its requests."""
+    mine = sorted((r for r in snap.pending if r.job_id == job_id), key=scheduler.queue_key)
+    if not mine:
+        return None
+    return scheduler.wait_reason(snap, mine[0], policy=policy, span_agents=SPANS_AGENTS)
