@@ -36,9 +36,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.commands import CommandService
-from det_jupyter.services.notebooks import NotebookService
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.interactive.commands import CommandService
+from det_jupyter.services.interactive.notebooks import NotebookService
 from det_jupyter.store import _tables as t
 from det_jupyter.store import make_engine, migrate, sqlite_url
 

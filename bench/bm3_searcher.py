@@ -46,7 +46,7 @@ from _common import (
 from _curves import curve
 
 from det_jupyter import searcher as search
-from det_jupyter.services._searcher_log import SearcherEvent, SearcherLog
+from det_jupyter.services.experiments.searcher_log import SearcherEvent, SearcherLog
 from det_jupyter.store import make_engine, migrate, sqlite_url
 from det_jupyter.store import tables as t
 

@@ -56,8 +56,8 @@ from _common import (
     peer_selected,
 )
 
-from det_jupyter.services._clock import Clock
-from det_jupyter.services.metrics import MetricService, Report
+from det_jupyter.services.common.clock import Clock
+from det_jupyter.services.metrics.service import MetricService, Report
 from det_jupyter.store import make_engine, sqlite_url
 from tests._master import MasterProcess, create_experiment
 

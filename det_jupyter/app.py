@@ -18,16 +18,16 @@ from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
 
+from .composition_root import Master, MasterSettings, load_or_create_secret
 from .errors import DetError
 from .identity import IDENTITY_ENV, Identity, identity_path, write_identity
 from .rm.config import ResourceConfig, load_master_config, parse_resources
 from .server_ext._access_log import without_unseen_successes
 from .server_ext._jupyter_guard import Guard, OriginPolicy, install, modest_body_limits
 from .server_ext.routes import ROUTES
-from .services._sealed import open_private, private_dir
-from .services.master import Master, MasterSettings, load_or_create_secret
-from .services.notebooks import PROBE_INTERVAL
-from .services.users import POLICY_TEXT, password_problem
+from .services.accounts.users import POLICY_TEXT, password_problem
+from .services.common.sealed import open_private, private_dir
+from .services.interactive.notebooks import PROBE_INTERVAL
 from .store import sqlite_url
 
 #: A credential in a URL's query (Jupyter's ``?token=``, the proxy's ``ticket=``, the shell

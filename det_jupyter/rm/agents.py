@@ -18,9 +18,9 @@ from typing import Any
 
 from .. import scheduler
 from ..errors import NotFound
-from ..services._clock import Clock
-from ..services.allocations import AllocationService, Container
-from ..services.logs import LogService
+from ..services.allocation.logs import LogService
+from ..services.allocation.service import AllocationService, Container
+from ..services.common.clock import Clock
 from .config import ResourceConfig, parse_resources
 
 log = logging.getLogger("det_jupyter.rm")

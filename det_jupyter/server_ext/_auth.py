@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..errors import InvalidRequest, NotFound
-from ..services.authz import Perm
+from ..services.access.authz import Perm
 from . import _serialize as ser
 from ._api import BOOL, api, obj, string
 from ._base import DetHandler

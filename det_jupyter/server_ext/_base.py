@@ -16,11 +16,11 @@ from typing import Any
 
 from tornado import web
 
+from ..composition_root import Master
 from ..errors import DetError, Forbidden, InvalidRequest, NotFound, PayloadTooLarge, Unauthenticated
-from ..services import tensorboards
-from ..services.auth import AllocationPrincipal, User
-from ..services.authz import CLUSTER_ONLY, Grants, Perm
-from ..services.master import Master
+from ..services.access.authz import CLUSTER_ONLY, Grants, Perm
+from ..services.accounts.auth import AllocationPrincipal, User
+from ..services.interactive import tensorboards
 from ._api import MAX_ID, Api, spec_of
 from ._json import checked_json
 

@@ -5,7 +5,7 @@ whole new metadata; the answer is the checkpoint as ``GET /api/v1/checkpoints/{u
 from __future__ import annotations
 
 from ..errors import InvalidRequest
-from ..services.authz import Perm
+from ..services.access.authz import Perm
 from . import _serialize as ser
 from ._api import ANY, ANY_OBJECT, api, obj, string
 from ._base import DetHandler

@@ -3,8 +3,8 @@ declared once for both routes, read into a ``CheckpointQuery``."""
 
 from __future__ import annotations
 
-from ..services import _checkpoint_order as ckorder
-from ..services.metrics import MAX_METRIC_NAME
+from ..services.checkpoints import order as ckorder
+from ..services.metrics.service import MAX_METRIC_NAME
 from ._api import Q, paging
 from ._base import DetHandler
 from ._wire import CHECKPOINT_STATES

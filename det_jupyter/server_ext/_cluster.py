@@ -12,7 +12,7 @@ from tornado import websocket
 
 from ..errors import NotFound
 from ..rm.config import WIRE_FITTING, WIRE_SCHEDULER
-from ..services.authz import Perm
+from ..services.access.authz import Perm
 from . import _serialize as ser
 from ._api import BOOL, api, obj, string
 from ._base import DetHandler, _bearer

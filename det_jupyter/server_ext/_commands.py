@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..services.authz import Perm
-from ..services.job_control import QueueUpdate
+from ..services.access.authz import Perm
+from ..services.jobs.control import QueueUpdate
 from . import _serialize as ser
 from ._api import api, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler

@@ -8,9 +8,9 @@ under ``/api/v1/projects/{id}/experiments/...``.
 from __future__ import annotations
 
 from ..errors import Forbidden, InvalidRequest
-from ..services.auth import AllocationPrincipal
-from ..services.authz import Perm
-from ..services.experiment_admin import BulkFilters, int_list
+from ..services.access.authz import Perm
+from ..services.accounts.auth import AllocationPrincipal
+from ..services.experiments.admin import BulkFilters, int_list
 from ._api import BOOL, api, array, echo, ident, integer, obj, string
 from ._base import DetHandler
 from ._wire import EXPERIMENT_STATES

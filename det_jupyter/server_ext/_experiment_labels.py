@@ -4,7 +4,7 @@ after the change). Adding a label it has, or removing one it lacks, changes noth
 
 from __future__ import annotations
 
-from ..services.authz import Perm
+from ..services.access.authz import Perm
 from ._api import api
 from ._base import DetHandler
 from ._experiments import get_view

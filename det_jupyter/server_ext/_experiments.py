@@ -9,12 +9,12 @@ from typing import Any
 
 from ..config import parse_yaml, tgz_to_b64
 from ..errors import DetError, InvalidRequest, NotFound
-from ..services import _checkpoint_order as ckorder
-from ..services._trial_list import SORT_BY as TRIAL_SORTS
-from ..services.authz import Perm
-from ..services.experiments import PreparedExperiment
-from ..services.job_control import QueueUpdate
-from ..services.views import ExperimentView
+from ..services.access.authz import Perm
+from ..services.checkpoints import order as ckorder
+from ..services.experiments.service import PreparedExperiment
+from ..services.experiments.trial_list import SORT_BY as TRIAL_SORTS
+from ..services.experiments.views import ExperimentView
+from ..services.jobs.control import QueueUpdate
 from . import _serialize as ser
 from ._api import BOOL, Q, api, ident, integer, labels, obj, paging, string, text, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..services.authz import Perm
-from ..services.groups import Group, user_ids
+from ..services.access.authz import Perm
+from ..services.accounts.groups import Group, user_ids
 from . import _serialize as ser
 from ._api import api, array, echo, int64, integer, name, obj, string
 from ._base import DetHandler

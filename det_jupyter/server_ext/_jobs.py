@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest, NotFound
-from ..services import jobs
-from ..services.authz import Perm
-from ..services.job_control import QueueUpdate
-from ..services.jobs import Job
+from ..services.access.authz import Perm
+from ..services.jobs import queue as jobs
+from ..services.jobs.control import QueueUpdate
+from ..services.jobs.queue import Job
 from . import _serialize as ser
 from ._api import Q, api, array, obj, service_checked, string
 from ._base import DetHandler

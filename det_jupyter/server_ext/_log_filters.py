@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..services.logs import LogFilter, parse_time
+from ..services.allocation.logs import LogFilter, parse_time
 from ._api import ORDER_BY, Q
 from ._wire import LOG_LEVELS
 

@@ -14,8 +14,8 @@ import asyncio
 from typing import Any
 
 from ..errors import InvalidRequest, NotFound
-from ..services.authz import Perm
-from ..services.models import ModelRecord, VersionRecord, check_fields
+from ..services.access.authz import Perm
+from ..services.registry.models import ModelRecord, VersionRecord, check_fields
 from . import _serialize as ser
 from ._api import (
     ANY_OBJECT,

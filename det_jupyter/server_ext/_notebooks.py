@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..services.authz import Perm
-from ..services.job_control import QueueUpdate
+from ..services.access.authz import Perm
+from ..services.jobs.control import QueueUpdate
 from ._api import BOOL, api, echo, obj, string, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._commands import command_json

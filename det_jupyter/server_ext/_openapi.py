@@ -16,7 +16,7 @@ from typing import Any
 from tornado import web, websocket
 
 from .. import __version__
-from ..services.authz import CLUSTER_ONLY, VIEW_OF, Perm
+from ..services.access.authz import CLUSTER_ONLY, VIEW_OF, Perm
 from ._api import COMMON, REASONS, api, spec_of
 from ._base import DetHandler, implemented_verbs
 

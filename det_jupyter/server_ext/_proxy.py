@@ -30,10 +30,10 @@ from urllib.parse import parse_qsl, unquote, urlencode
 from tornado import httpclient, httputil, web, websocket
 
 from ..errors import DetError, NotFound
-from ..services import jobs
-from ..services.auth import User
-from ..services.authz import Perm
-from ..services.notebooks import Target
+from ..services.access.authz import Perm
+from ..services.accounts.auth import User
+from ..services.interactive.notebooks import Target
+from ..services.jobs import queue as jobs
 from ._upstream import Upstream
 
 log = logging.getLogger("det_jupyter.proxy")

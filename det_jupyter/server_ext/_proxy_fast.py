@@ -26,7 +26,7 @@ from typing import Any
 from tornado import httputil, iostream, web
 
 from ..errors import DetError
-from ..services.notebooks import Target
+from ..services.interactive.notebooks import Target
 from ._proxy import (
     COOKIE,
     TICKET_PARAM,

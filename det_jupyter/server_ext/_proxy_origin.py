@@ -24,7 +24,7 @@ from typing import Any
 from tornado import httpserver, netutil, web
 
 from ..errors import NotFound
-from ..services._proxy_origin import ProxyOrigin, default_hostname, request_hostname
+from ..services.interactive.origins import ProxyOrigin, default_hostname, request_hostname
 from ._proxy import ProxyHandler, ProxyRootHandler, bad_path, close_upstreams
 from ._proxy_fast import ProxyDelegate
 

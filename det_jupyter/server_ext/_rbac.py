@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Forbidden, InvalidRequest, NotFound
-from ..services.authz import CLUSTER_ONLY, ROLE_BY_ID, ROLE_IDS, ROLES, Perm
-from ..services.rbac import Assignment
+from ..services.access.authz import CLUSTER_ONLY, ROLE_BY_ID, ROLE_IDS, ROLES, Perm
+from ..services.access.rbac import Assignment
 from . import _serialize as ser
 from ._api import api, array, integer, obj, service_checked
 from ._base import DetHandler

@@ -6,10 +6,10 @@ import json
 import time
 from typing import Any
 
-from ..services._checkpoint_order import ListedCheckpoint
-from ..services._states import State
-from ..services._trial_list import TrialValidations, ValidationReport
-from ..services.auth import User
+from ..services.accounts.auth import User
+from ..services.checkpoints.order import ListedCheckpoint
+from ..services.common.states import State
+from ..services.experiments.trial_list import TrialValidations, ValidationReport
 
 _second: list = [None, ""]  # the last whole second formatted: reports come in runs of them
 

@@ -23,9 +23,9 @@ from typing import Any
 from tornado import ioloop, iostream, tcpclient, websocket
 
 from ..errors import DetError, NotFound
-from ..services._shells import PUBLIC_KEY, public_config, ssh_username
-from ..services.auth import User
-from ..services.authz import Perm
+from ..services.access.authz import Perm
+from ..services.accounts.auth import User
+from ..services.interactive.ssh import PUBLIC_KEY, public_config, ssh_username
 from ._api import api, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._commands import command_json

@@ -7,8 +7,8 @@ from typing import Any
 
 from ..config import tgz_to_b64
 from ..errors import Forbidden, NotFound
-from ..services.auth import AllocationPrincipal
-from ..services.authz import Perm
+from ..services.access.authz import Perm
+from ..services.accounts.auth import AllocationPrincipal
 from . import _models
 from . import _serialize as ser
 from ._api import ANY, ANY_OBJECT, Q, api, array, dict_of, integer, obj, string

@@ -16,9 +16,9 @@ import yaml
 from ..config import parse_yaml
 from ..config._merge import merge_template
 from ..errors import InvalidRequest, NotFound
-from ..services import _names
-from ..services.authz import Perm
-from ..services.templates import Template, check_name
+from ..services.access.authz import Perm
+from ..services.common import names as _names
+from ..services.experiments.templates import Template, check_name
 from . import _serialize as ser
 from ._api import ORDER_BY, Q, api, echo, ident, name, obj, service_checked, string
 from ._base import DetHandler

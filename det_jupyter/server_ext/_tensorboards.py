@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..services import tensorboards
-from ..services.authz import Perm
+from ..services.access.authz import Perm
+from ..services.interactive import tensorboards
 from ._api import api, array, integer, obj, service_checked, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._notebooks import (

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..services.authz import Perm
-from ..services.tokens import TokenInfo
+from ..services.access.authz import Perm
+from ..services.accounts.tokens import TokenInfo
 from . import _serialize as ser
 from ._api import BOOL, ORDER_BY, Q, api, echo, int64, obj, string
 from ._base import DetHandler

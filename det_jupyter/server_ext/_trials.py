@@ -9,11 +9,11 @@ import time
 from typing import Any
 
 from ..errors import InvalidRequest, NotFound
-from ..services import _checkpoint_order as ckorder
-from ..services._states import TERMINAL, State
-from ..services.authz import Perm
-from ..services.metrics import parse_report, parse_reports
-from ..services.unmanaged import patched_state
+from ..services.access.authz import Perm
+from ..services.checkpoints import order as ckorder
+from ..services.common.states import TERMINAL, State
+from ..services.experiments.unmanaged import patched_state
+from ..services.metrics.service import parse_report, parse_reports
 from . import _serialize as ser
 from ._api import ANY_OBJECT, MAX_ID, Q, api, array, echo, integer, obj, paging, string
 from ._base import DetHandler

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Forbidden, InvalidRequest
-from ..services import _names
-from ..services.auth import AllocationPrincipal
-from ..services.authz import Perm
+from ..services.access.authz import Perm
+from ..services.accounts.auth import AllocationPrincipal
+from ..services.common import names as _names
 from . import _serialize as ser
 from ._api import ANY_OBJECT, BOOL, api, array, echo, ident, integer, obj, string, text
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..services.authz import Perm
-from ..services.users import MAX_ID as MAX_HOST_ID
-from ..services.users import UserPatch, parse_agent_user_group
+from ..services.access.authz import Perm
+from ..services.accounts.users import MAX_ID as MAX_HOST_ID
+from ..services.accounts.users import UserPatch, parse_agent_user_group
 from . import _serialize as ser
 from ._api import (
     BOOL,

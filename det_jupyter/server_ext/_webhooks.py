@@ -17,9 +17,9 @@ import asyncio
 from typing import Any
 
 from ..errors import Forbidden, InvalidRequest, NotFound
-from ..services import _webhook_payloads as wp
-from ..services.authz import Perm
-from ..services.webhooks import Webhook
+from ..services.access.authz import Perm
+from ..services.webhooks import payloads as wp
+from ..services.webhooks.service import Webhook
 from ._api import ANY_OBJECT, api, array, enum, ident, obj, string, text
 from ._base import DetHandler
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..services._workspace_rows import ProjectRecord, WorkspaceRecord
-from ..services.authz import Perm
+from ..services.access.authz import Perm
+from ..services.workspaces.rows import ProjectRecord, WorkspaceRecord
 from . import _serialize as ser
 from ._api import ORDER_BY, Q, api, echo, ident, name, obj, service_checked, string, users
 from ._base import DetHandler

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from det_jupyter.services._names import visible
+from det_jupyter.services.common.names import visible
 
 TERMINAL = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 _RUNNING_LIKE = frozenset({"ACTIVE", "QUEUED", "STARTING", "RUNNING", "PULLING"})

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from det_jupyter.services.cluster_info import TRIAL_KEYS, build_info_files
+from det_jupyter.services.allocation.cluster_info import TRIAL_KEYS, build_info_files
 
 pytestmark = pytest.mark.compat
 

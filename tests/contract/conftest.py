@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from det_jupyter.services._clock import FakeClock
+from det_jupyter.services.common.clock import FakeClock
 from det_jupyter.store import make_engine, migrate, sqlite_url
 from tests.conftest import PG_DSN, PG_SKIP, fresh_pg_database
 

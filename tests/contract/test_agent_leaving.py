@@ -10,10 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.rm.agents import AgentRM
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.allocations import AllocationService, Container
-from det_jupyter.services.auth import AuthService
-from det_jupyter.services.logs import LogService
+from det_jupyter.services.accounts.auth import AuthService
+from det_jupyter.services.allocation.logs import LogService
+from det_jupyter.services.allocation.service import AllocationService, Container
+from det_jupyter.services.common.clock import FakeClock
 
 from ._rows import make_world
 from .test_store_allocations import RecordingOwner, request

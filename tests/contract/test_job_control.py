@@ -7,8 +7,8 @@ import sqlalchemy as sa
 
 from det_jupyter.errors import InvalidRequest, NotFound
 from det_jupyter.rm.config import parse_resources
-from det_jupyter.services.auth import User
-from det_jupyter.services.job_control import JobControl, QueueUpdate
+from det_jupyter.services.accounts.auth import User
+from det_jupyter.services.jobs.control import JobControl, QueueUpdate
 from det_jupyter.store import tables as t
 
 from ._rows import make_user

@@ -17,15 +17,15 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter import config as expconf
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services._searcher_batch import SearcherBatcher
-from det_jupyter.services._searcher_log import SearcherEvent, SearcherLog
-from det_jupyter.services.allocations import AllocationService
-from det_jupyter.services.auth import AuthService, User
-from det_jupyter.services.experiments import ExperimentService
-from det_jupyter.services.master import Master, MasterSettings
-from det_jupyter.services.metrics import Report
-from det_jupyter.services.trials import MasterIdentity, TrialService
+from det_jupyter.composition_root import Master, MasterSettings
+from det_jupyter.services.accounts.auth import AuthService, User
+from det_jupyter.services.allocation.service import AllocationService
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.experiments.searcher_batch import SearcherBatcher
+from det_jupyter.services.experiments.searcher_log import SearcherEvent, SearcherLog
+from det_jupyter.services.experiments.service import ExperimentService
+from det_jupyter.services.experiments.trials import MasterIdentity, TrialService
+from det_jupyter.services.metrics.service import Report
 from det_jupyter.store import tables as t
 from tests.contract._rows import make_project
 

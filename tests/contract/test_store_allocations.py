@@ -8,9 +8,9 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict, NotFound, Unauthenticated
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.allocations import AllocationService, Container, Gang
-from det_jupyter.services.auth import AuthService, token_hash
+from det_jupyter.services.accounts.auth import AuthService, token_hash
+from det_jupyter.services.allocation.service import AllocationService, Container, Gang
+from det_jupyter.services.common.clock import FakeClock
 from det_jupyter.store import tables as t
 
 from ._rows import make_world
@@ -261,7 +261,7 @@ def test_an_agent_back_after_a_restart_ends_what_died_with_it(
     """On hello the master keeps what the agent still runs, kills what it does not know, and
     ends what the agent no longer runs (its process restarted, so the tasks died with it)."""
     from det_jupyter.rm.agents import AgentRM
-    from det_jupyter.services.logs import LogService
+    from det_jupyter.services.allocation.logs import LogService
 
     rm = AgentRM(allocs, LogService(engine, clock), clock)
     allocs.launcher = rm
@@ -338,7 +338,7 @@ def test_a_pass_with_nothing_waiting_reads_nothing_and_a_kill_says_what_it_wrote
     (it would read the running ones for nothing). A kill returns TERMINATING where that state
     is all it wrote, None where the allocation ended instead or had ended."""
     from det_jupyter.rm.agents import AgentRM
-    from det_jupyter.services.logs import LogService
+    from det_jupyter.services.allocation.logs import LogService
 
     rm = AgentRM(allocs, LogService(engine, clock), clock)
     allocs.launcher = rm

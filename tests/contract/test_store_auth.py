@@ -6,8 +6,8 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import Forbidden, Unauthenticated
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.auth import SESSION_LIFESPAN_S, AuthService, client_hash
+from det_jupyter.services.accounts.auth import SESSION_LIFESPAN_S, AuthService, client_hash
+from det_jupyter.services.common.clock import FakeClock
 from det_jupyter.store import tables as t
 
 PASSWORD = "Corr3ct-Horse"

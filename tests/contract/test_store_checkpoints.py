@@ -8,10 +8,10 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import InvalidRequest, NotFound
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.checkpoint_gc import CheckpointGC
-from det_jupyter.services.checkpoints import CheckpointService
-from det_jupyter.services.views import Views
+from det_jupyter.services.checkpoints.gc import CheckpointGC
+from det_jupyter.services.checkpoints.service import CheckpointService
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.experiments.views import Views
 from det_jupyter.store import tables as t
 
 from ._rows import NOW, make_trial, make_world

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from det_jupyter.services._checkpoint_order import CheckpointQuery
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.checkpoints import CheckpointService
-from det_jupyter.services.metrics import MetricService, Report
-from det_jupyter.services.views import Views
+from det_jupyter.services.checkpoints.order import CheckpointQuery
+from det_jupyter.services.checkpoints.service import CheckpointService
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.experiments.views import Views
+from det_jupyter.services.metrics.service import MetricService, Report
 from det_jupyter.store import tables as t
 
 from ._rows import NOW, make_experiment, make_project, make_trial, make_user

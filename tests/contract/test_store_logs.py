@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.logs import LogService
+from det_jupyter.services.allocation.logs import LogService
+from det_jupyter.services.common.clock import FakeClock
 
 TASK, ALLOC, TRIAL = "trial-task-1", "trial-task-1.1", 7
 

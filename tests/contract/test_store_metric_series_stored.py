@@ -8,10 +8,10 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from det_jupyter.services import _metric_charts as charts
-from det_jupyter.services import _metric_series as stored
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.metrics import MetricService, Report
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.metrics import _charts as charts
+from det_jupyter.services.metrics import _series as stored
+from det_jupyter.services.metrics.service import MetricService, Report
 from det_jupyter.store import tables as t
 
 from ._rows import make_world
@@ -160,7 +160,7 @@ def test_a_trial_stored_before_the_tables_existed_is_read_from_the_rows(
 
 
 def test_deleting_an_experiment_deletes_its_stored_series(engine: sa.Engine, metrics: MetricService) -> None:
-    from det_jupyter.services import _purge
+    from det_jupyter.services.experiments import purge as _purge
 
     _, exp_id, tid = make_world(engine)
     _, _, kept = make_world(engine)
@@ -179,7 +179,7 @@ def test_counts_the_caller_read_give_the_same_answer_and_a_stale_read_falls_back
     """The chart route passes the trial view's summary and report counts (``known``) instead of
     reading them again. Read before more reports landed, they count fewer than the blocks hold:
     the trial is then answered from the rows, which hold the new reports too."""
-    from det_jupyter.services.views import Views
+    from det_jupyter.services.experiments.views import Views
 
     _, _, tid = make_world(engine)
     metrics.ingest(tid, 1, _reports("training", range(1, 70)))
@@ -205,7 +205,7 @@ def test_trials_read_with_their_histories_are_the_two_reads_apart(engine: sa.Eng
     """A trial page's chart reads the trials and the stored histories together (one round trip
     on PostgreSQL, pipelined): the same views and the same points as reading them apart, a
     trial whose series is incomplete answered from the rows, an unknown id absent."""
-    from det_jupyter.services.views import Views
+    from det_jupyter.services.experiments.views import Views
 
     from ._rows import make_trial
 

@@ -6,9 +6,9 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict, NotFound
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.metrics import MetricService, Report
-from det_jupyter.services.views import Views
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.experiments.views import Views
+from det_jupyter.services.metrics.service import MetricService, Report
 from det_jupyter.store import tables as t
 
 from ._rows import make_world

@@ -8,8 +8,8 @@ import math
 import pytest
 import sqlalchemy as sa
 
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.metrics import MetricService, Report
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.metrics.service import MetricService, Report
 
 from ._rows import make_trial, make_world
 
@@ -85,7 +85,7 @@ def test_points_beyond_the_budget_are_thinned_evenly(engine: sa.Engine, metrics:
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The safety net when a level holds more rows than asked for (uneven ordinals after a
     rewind): forced here by a level that keeps every row."""
-    from det_jupyter.services import _metric_charts as charts
+    from det_jupyter.services.metrics import _charts as charts
 
     _, _, tid = make_world(engine)
     _load(metrics, tid, 40)

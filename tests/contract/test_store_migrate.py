@@ -166,8 +166,8 @@ def test_step_5_gives_the_users_of_an_older_database_what_they_could_do(engine: 
 def test_step_6_spells_out_the_report_times_of_stored_metrics(engine: sa.Engine) -> None:
     """A database from before metrics.time_text (version 5): every row gets its report time as
     the API spells it, the same text ingestion now writes, and the SQLite chart index covers it."""
-    from det_jupyter.services._clock import Clock
-    from det_jupyter.services.metrics import MetricService, Report, time_text
+    from det_jupyter.services.common.clock import Clock
+    from det_jupyter.services.metrics.service import MetricService, Report, time_text
 
     from ._rows import make_world
 
@@ -200,8 +200,8 @@ def test_step_6_spells_out_the_report_times_of_stored_metrics(engine: sa.Engine)
 def test_v7_adds_the_stored_series_and_earlier_trials_chart_from_their_rows(engine: sa.Engine) -> None:
     import json
 
-    from det_jupyter.services._clock import Clock
-    from det_jupyter.services.metrics import MetricService, Report
+    from det_jupyter.services.common.clock import Clock
+    from det_jupyter.services.metrics.service import MetricService, Report
 
     from ._rows import make_world
 
@@ -223,9 +223,9 @@ def test_v8_fills_the_sampled_lines_of_stored_series_from_their_blocks(engine: s
     """A database from before the sampled lines (version 7): each block's sampled part is filled
     from its own lines, the same text ingestion now writes, and downsampled charts of the
     trials stored then come from it, as the rows give them."""
-    from det_jupyter.services import _metric_series as stored
-    from det_jupyter.services._clock import Clock
-    from det_jupyter.services.metrics import MetricService, Report
+    from det_jupyter.services.common.clock import Clock
+    from det_jupyter.services.metrics import _series as stored
+    from det_jupyter.services.metrics.service import MetricService, Report
 
     from ._rows import make_world
 

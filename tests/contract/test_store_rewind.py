@@ -12,14 +12,14 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict
-from det_jupyter.services import _metric_series as stored
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.allocations import AllocationService, Container
-from det_jupyter.services.auth import AuthService
-from det_jupyter.services.checkpoints import CheckpointService
-from det_jupyter.services.metrics import MetricService, Report
-from det_jupyter.services.trials import MasterIdentity, TrialService
-from det_jupyter.services.views import Views
+from det_jupyter.services.accounts.auth import AuthService
+from det_jupyter.services.allocation.service import AllocationService, Container
+from det_jupyter.services.checkpoints.service import CheckpointService
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.experiments.trials import MasterIdentity, TrialService
+from det_jupyter.services.experiments.views import Views
+from det_jupyter.services.metrics import _series as stored
+from det_jupyter.services.metrics.service import MetricService, Report
 
 from ._rows import make_world
 

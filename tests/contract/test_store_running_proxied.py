@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from det_jupyter.services.commands import CommandService
+from det_jupyter.services.interactive.commands import CommandService
 from det_jupyter.store import _tables as t
 from tests.contract._rows import NOW, make_user
 

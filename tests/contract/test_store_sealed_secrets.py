@@ -8,9 +8,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from det_jupyter.services._sealed import Sealer, is_sealed
-from det_jupyter.services._shells import PRIVATE_KEY, generate_key_pair
-from det_jupyter.services.commands import CommandService
+from det_jupyter.services.common.sealed import Sealer, is_sealed
+from det_jupyter.services.interactive.commands import CommandService
+from det_jupyter.services.interactive.ssh import PRIVATE_KEY, generate_key_pair
 from det_jupyter.store import _tables as t
 from tests.contract._rows import NOW, make_user
 

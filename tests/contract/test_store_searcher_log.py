@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter import searcher as search
-from det_jupyter.services import _searcher_log
-from det_jupyter.services._searcher_log import SearcherEvent, SearcherLog
+from det_jupyter.services.experiments import searcher_log as _searcher_log
+from det_jupyter.services.experiments.searcher_log import SearcherEvent, SearcherLog
 from det_jupyter.store import tables as t
 from tests.contract._rows import NOW, make_project, make_user
 

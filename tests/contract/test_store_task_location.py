@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import NotFound
-from det_jupyter.services.rbac import RbacService
+from det_jupyter.services.access.rbac import RbacService
 from det_jupyter.store import tables as t
 from tests.contract._rows import NOW, make_project, make_world
 

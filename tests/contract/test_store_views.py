@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from det_jupyter.services.views import Views
+from det_jupyter.services.experiments.views import Views
 from det_jupyter.store import tables as t
 
 from ._rows import NOW, make_experiment, make_trial, make_world

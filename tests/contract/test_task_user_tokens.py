@@ -10,10 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import Unauthenticated
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services.allocations import AllocationService, Container
-from det_jupyter.services.auth import TASK_KIND, AgentUserGroup, AuthService, token_hash
-from det_jupyter.services.users import set_link
+from det_jupyter.services.accounts.auth import TASK_KIND, AgentUserGroup, AuthService, token_hash
+from det_jupyter.services.accounts.users import set_link
+from det_jupyter.services.allocation.service import AllocationService, Container
+from det_jupyter.services.common.clock import FakeClock
 from det_jupyter.store import _migrate, migrate
 from det_jupyter.store import tables as t
 

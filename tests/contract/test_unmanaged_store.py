@@ -7,10 +7,10 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict, InvalidRequest
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services._states import State
-from det_jupyter.services.experiments import PreparedExperiment
-from det_jupyter.services.unmanaged import UnmanagedService
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.common.states import State
+from det_jupyter.services.experiments.service import PreparedExperiment
+from det_jupyter.services.experiments.unmanaged import UnmanagedService
 from det_jupyter.store import tables as t
 
 from ._rows import make_experiment, make_project, make_user

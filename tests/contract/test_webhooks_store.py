@@ -7,9 +7,9 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict, InvalidRequest, NotFound
-from det_jupyter.services._clock import FakeClock
-from det_jupyter.services._sealed import Sealer
-from det_jupyter.services.webhooks import WebhookService
+from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.common.sealed import Sealer
+from det_jupyter.services.webhooks.service import WebhookService
 from det_jupyter.store import _migrate, migrate
 from det_jupyter.store import tables as t
 

@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from det_jupyter.services.authz import ROLES, VIEW_OF, Perm
+from det_jupyter.services.access.authz import ROLES, VIEW_OF, Perm
 from tests._master import ApiError, Client, MasterProcess, create_experiment, wait_experiment
 from tests.conftest import backend_db_url
 from tests.integration._exp import COUNTER, counter_config

@@ -276,7 +276,7 @@ def test_plain_jupyter_server_gives_kernels_the_os_user(tmp_path: Path) -> None:
     assert not path.exists()
     import sqlite3
 
-    from det_jupyter.services.auth import token_hash
+    from det_jupyter.services.accounts.auth import token_hash
 
     with contextlib.closing(sqlite3.connect(tmp_path / "data" / "det.db")) as db:
         (revoked,) = db.execute("SELECT revoked FROM user_sessions WHERE token_hash = ?",

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from det_jupyter.services.authz import ROLE_IDS
+from det_jupyter.services.access.authz import ROLE_IDS
 from tests._master import (
     ADMIN_PASSWORD,
     ApiError,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from tornado import httpclient, websocket
 
-from det_jupyter.services._shells import generate_key_pair
+from det_jupyter.services.interactive.ssh import generate_key_pair
 from tests._master import ADMIN_PASSWORD, ApiError, Client, MasterProcess, free_port, wait_for
 
 SSH = "/usr/bin/ssh" if os.access("/usr/bin/ssh", os.X_OK) else shutil.which("ssh")

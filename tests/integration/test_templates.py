@@ -180,7 +180,7 @@ def test_command_launch_applies_template_name(admin: Client) -> None:
 
 def _viewer(master: MasterProcess, admin: Client) -> Client:
     """A user who holds only Viewer on Uncategorized (skips while the routes are missing)."""
-    from det_jupyter.services.authz import ROLE_IDS
+    from det_jupyter.services.access.authz import ROLE_IDS
 
     try:
         user = admin.post("/api/v1/users", {"user": {"username": "tpl-viewer", "active": True,

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from det_jupyter.services.authz import ROLE_IDS
+from det_jupyter.services.access.authz import ROLE_IDS
 from tests._master import (
     ADMIN_PASSWORD,
     ApiError,

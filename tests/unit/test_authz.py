@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from det_jupyter.errors import Forbidden, NotFound
-from det_jupyter.services.authz import CLUSTER_ONLY, LADDER, ROLES, Grants, Perm, check_role
+from det_jupyter.services.access.authz import CLUSTER_ONLY, LADDER, ROLES, Grants, Perm, check_role
 
 
 def test_the_ladder_nests() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from det_jupyter.services.checkpoint_gc import (
+from det_jupyter.services.checkpoints.gc import (
     CheckpointFacts,
     GcPolicy,
     TrialFacts,

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from det_jupyter.errors import InvalidRequest
-from det_jupyter.services import _checkpoint_order as co
-from det_jupyter.services import _trial_list as tl
+from det_jupyter.services.checkpoints import order as co
+from det_jupyter.services.experiments import trial_list as tl
 
 
 def ckpt(uuid: str, trial: int | None, steps: int, t: float, metric: float | None = None,

@@ -299,7 +299,7 @@ def test_a_template_typo_is_refused(config: dict[str, Any], message: str) -> Non
 
 
 def test_template_service_refuses_a_typo_as_a_400() -> None:
-    from det_jupyter.services.templates import check_config
+    from det_jupyter.services.experiments.templates import check_config
 
     with pytest.raises(InvalidRequest, match="did you mean bind_mounts"):
         check_config({"bind_mount": []})

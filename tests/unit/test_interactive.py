@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from det_jupyter.server_ext._proxy import bad_path
-from det_jupyter.services._interactive import (
+from det_jupyter.services.interactive._common import (
     Activity,
     NotebookSettings,
     check_ticket,

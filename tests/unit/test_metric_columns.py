@@ -11,9 +11,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from det_jupyter.services import _metric_columns as columns
-from det_jupyter.services import _metric_series as stored
-from det_jupyter.services.metrics import Report, _body, _fold_each, update_summary
+from det_jupyter.services.metrics import _columns as columns
+from det_jupyter.services.metrics import _series as stored
+from det_jupyter.services.metrics.service import Report, _body, _fold_each, update_summary
 
 NAMES = ["loss", "acc", "a,b", 'q"x', "lr", "5%", "%s", "é"]
 finite = st.one_of(st.floats(-1e300, 1e300), st.integers(-(2**60), 2**60))  # a dozen sum to a float

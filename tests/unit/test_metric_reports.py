@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from det_jupyter.errors import InvalidRequest
-from det_jupyter.services.metrics import MAX_STEPS, parse_report
+from det_jupyter.services.metrics.service import MAX_STEPS, parse_report
 
 
 def test_a_wire_report_parses() -> None:

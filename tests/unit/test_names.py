@@ -7,13 +7,13 @@ import re
 import pytest
 
 from det_jupyter.errors import InvalidRequest
-from det_jupyter.services import _names
-from det_jupyter.services._names import check_labels, check_name, check_text, visible
-from det_jupyter.services.groups import check_group_name
-from det_jupyter.services.models import check_fields, check_values, check_version_name
-from det_jupyter.services.models import check_name as check_model_name
-from det_jupyter.services.templates import check_name as check_template_name
-from det_jupyter.services.users import check_display_name, check_username
+from det_jupyter.services.accounts.groups import check_group_name
+from det_jupyter.services.accounts.users import check_display_name, check_username
+from det_jupyter.services.common import names as _names
+from det_jupyter.services.common.names import check_labels, check_name, check_text, visible
+from det_jupyter.services.experiments.templates import check_name as check_template_name
+from det_jupyter.services.registry.models import check_fields, check_values, check_version_name
+from det_jupyter.services.registry.models import check_name as check_model_name
 
 GOOD = ["a", "Équipe 3", "模型", "résumé v2.1", "mnist-cnn_v2", "a.b", "...", "x" * 128,
         "<svg onload=alert(1)>", "Tom & Jerry's \"best\"", "naïve Ωmega", "a\u00a0b", "👍 model"]

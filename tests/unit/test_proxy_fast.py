@@ -17,7 +17,7 @@ from tornado import httpclient, httpserver, netutil, web
 from det_jupyter.errors import NotFound
 from det_jupyter.server_ext._proxy import close_upstreams
 from det_jupyter.server_ext._proxy_fast import ProxyDelegate
-from det_jupyter.services.notebooks import Target
+from det_jupyter.services.interactive.notebooks import Target
 
 USER = SimpleNamespace(id=7, admin=False)
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from det_jupyter.services._searcher_batch import SearcherBatcher
-from det_jupyter.services._searcher_log import SearcherEvent
+from det_jupyter.services.experiments.searcher_batch import SearcherBatcher
+from det_jupyter.services.experiments.searcher_log import SearcherEvent
 
 
 def _val(rid: str) -> SearcherEvent:

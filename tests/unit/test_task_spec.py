@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from det_jupyter.services._gang import (
+from det_jupyter.services.allocation.gang import (
     PORT_BASE,
     PORT_BLOCK,
     PORT_BLOCKS,
@@ -13,7 +13,7 @@ from det_jupyter.services._gang import (
     Gang,
     free_port,
 )
-from det_jupyter.services._task_spec import gang_env, master_env, task_env, trial_spec
+from det_jupyter.services.allocation.spec import gang_env, master_env, task_env, trial_spec
 
 IDENT = SimpleNamespace(url="http://10.0.0.9:8080", master_id="m-1", cluster_id="c-1")
 GANG = Gang((Container("a", (0, 1), "10.0.0.1"), Container("b", (3,), "10.0.0.2")), 29404, 29405)

@@ -9,9 +9,9 @@ import pytest
 from det_jupyter.errors import InvalidRequest
 from det_jupyter.server_ext import _serialize as ser
 from det_jupyter.server_ext._users import parse_patch
-from det_jupyter.services._task_spec import with_run_as
-from det_jupyter.services.auth import AgentUserGroup, User
-from det_jupyter.services.users import UserPatch, parse_agent_user_group
+from det_jupyter.services.accounts.auth import AgentUserGroup, User
+from det_jupyter.services.accounts.users import UserPatch, parse_agent_user_group
+from det_jupyter.services.allocation.spec import with_run_as
 
 LINK = AgentUserGroup(1500, 1600, "alice", "ml")
 

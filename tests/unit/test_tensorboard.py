@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 
 from det_jupyter.errors import NotFound
-from det_jupyter.services import tensorboards
-from det_jupyter.services._kinds import KINDS
-from det_jupyter.services._tensorboard import TensorboardSettings, tensorboard_entrypoint
-from det_jupyter.services.auth import AllocationPrincipal, User
+from det_jupyter.services.accounts.auth import AllocationPrincipal, User
+from det_jupyter.services.interactive import tensorboards
+from det_jupyter.services.interactive._tensorboard import (
+    TensorboardSettings,
+    tensorboard_entrypoint,
+)
+from det_jupyter.services.interactive.kinds import KINDS
 from det_jupyter.tasks._events import (
     RunWriter,
     Scalar,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from det_jupyter.errors import InvalidRequest
-from det_jupyter.services._states import State
-from det_jupyter.services.unmanaged import patched_state, rolled_up_state
+from det_jupyter.services.common.states import State
+from det_jupyter.services.experiments.unmanaged import patched_state, rolled_up_state
 
 
 @pytest.mark.parametrize(("trials", "experiment"), [

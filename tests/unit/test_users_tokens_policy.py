@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from det_jupyter.errors import InvalidRequest
-from det_jupyter.services.tokens import DAY_S, parse_lifespan
-from det_jupyter.services.users import UserPatch, check_password, check_username, password_problem
+from det_jupyter.services.accounts.tokens import DAY_S, parse_lifespan
+from det_jupyter.services.accounts.users import (
+    UserPatch,
+    check_password,
+    check_username,
+    password_problem,
+)
 
 
 @pytest.mark.parametrize("password, problem", [

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from det_jupyter.errors import InvalidRequest
-from det_jupyter.services import _webhook_payloads as wp
+from det_jupyter.services.webhooks import payloads as wp
 
 EXP = wp.ExperimentFacts(id=7, name="mnist", start_time=1000.0, resource_pool="default", slots_per_trial=1,
                          workspace_id=2, workspace="team", project="vision", selection=wp.Selection())
@@ -224,6 +224,6 @@ def test_backoff_grows_and_is_capped() -> None:
     ("ERROR", None), ("Traceback.*", None), ("(error|warning): .*", None), ("(?:foo|bar)+baz", None),
     ("x{3}", None), ("a*b*c*", None)])
 def test_task_log_patterns_that_could_take_exponential_time_are_named(pattern: str, why: str | None) -> None:
-    from det_jupyter.services._webhook_payloads import slow_regex
+    from det_jupyter.services.webhooks.payloads import slow_regex
     found = slow_regex(pattern)
     assert (found is None) if why is None else (found is not None and why in found), found

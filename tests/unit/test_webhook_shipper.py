@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from det_jupyter.services._webhook_shipper import Delivery, Shipper
+from det_jupyter.services.webhooks._shipper import Delivery, Shipper
 from tests.integration._webhook_receiver import Receiver, assert_signed
 
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from det_jupyter.errors import InvalidRequest
-from det_jupyter.services._purge import Doomed, remove_dirs, storage_root
-from det_jupyter.services._workspace_rows import (
+from det_jupyter.services.experiments.admin import BulkFilters
+from det_jupyter.services.experiments.purge import Doomed, remove_dirs, storage_root
+from det_jupyter.services.workspaces.rows import (
     check_key,
     check_name,
     check_notes,
     key_candidates,
     offset_window,
 )
-from det_jupyter.services.experiment_admin import BulkFilters
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("a", "a"), ("  team a ", "team a"), ("x" * 80, "x" * 80)])

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from det_jupyter import __version__
 from det_jupyter.client import DetClientError
-from det_jupyter.services._names import visible
+from det_jupyter.services.common.names import visible
 
 from . import (
     _checkpoints,

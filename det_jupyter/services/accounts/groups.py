@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from ...errors import Conflict, InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
+from ..access.rbac import RbacService
 from ..common import names as _names
 from .auth import User, user_of_row
-from ..access.rbac import RbacService
 
 MAX_NAME = 255
 

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from ...errors import Conflict, Forbidden, InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
+from ..access.rbac import UNCATEGORIZED, RbacService
 from ..common import names as _names
 from ..common.clock import Clock
 from .auth import (
@@ -43,7 +44,6 @@ from .auth import (
     token_hash,
     user_of_row,
 )
-from ..access.rbac import UNCATEGORIZED, RbacService
 
 BUILTIN_ADMIN = "admin"
 MAX_NAME = 128

@@ -21,12 +21,12 @@ from ... import scheduler
 from ...errors import Conflict, InvalidRequest, NotFound, Unauthenticated
 from ...store import reader, single_statement
 from ...store import tables as t
-from . import _rows as rows
-from ..common.clock import Clock
-from .gang import PORT_BASE, PORT_BLOCK, PORT_BLOCKS, Container, Gang, free_port
-from ..common.states import AllocState
-from .spec import with_run_as
 from ..accounts.auth import AllocationPrincipal, AuthService, new_token, token_hash, user_of_row
+from ..common.clock import Clock
+from ..common.states import AllocState
+from . import _rows as rows
+from .gang import PORT_BASE, PORT_BLOCK, PORT_BLOCKS, Container, Gang, free_port
+from .spec import with_run_as
 
 log = logging.getLogger("det_jupyter.allocations")
 

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 from ... import config as expconf
-from .gang import Gang
 from ..accounts.auth import AgentUserGroup
 from .cluster_info import build_info_files
+from .gang import Gang
 
 SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
 

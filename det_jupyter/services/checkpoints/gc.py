@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from ...errors import Conflict, InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
-from ._gc_policy import COLLECTABLE, CheckpointFacts, GcPolicy, TrialFacts, select_to_delete
 from ..common.states import TERMINAL
+from ._gc_policy import COLLECTABLE, CheckpointFacts, GcPolicy, TrialFacts, select_to_delete
 
 __all__ = ["COLLECTABLE", "CheckpointFacts", "CheckpointGC", "GcPolicy", "TrialFacts",
            "checkpoint_dir", "select_to_delete", "storage_root"]

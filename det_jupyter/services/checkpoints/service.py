@@ -14,6 +14,8 @@ import sqlalchemy as sa
 from ...errors import InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
+from ..allocation.logs import parse_time
+from ..common.clock import Clock
 from .order import (
     CheckpointQuery,
     ListedCheckpoint,
@@ -21,8 +23,6 @@ from .order import (
     order_checkpoints,
     page_bounds,
 )
-from ..common.clock import Clock
-from ..allocation.logs import parse_time
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ import sqlalchemy as sa
 from ...errors import Conflict, DetError, InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
-from . import purge as _purge
-from ..common.states import TERMINAL
 from ..access.authz import Grants, Perm
 from ..access.rbac import RbacService
+from ..common.states import TERMINAL
 from ..workspaces.service import WorkspaceService
+from . import purge as _purge
 
 _TERMINAL = [s.value for s in TERMINAL]
 _ACTIVE_ALIASES = {"QUEUED", "PULLING", "STARTING", "RUNNING"}

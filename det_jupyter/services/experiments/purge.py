@@ -21,8 +21,8 @@ import sqlalchemy as sa
 
 from ...errors import Conflict
 from ...store import tables as t
-from ..common.states import TERMINAL, AllocState
 from ..checkpoints.gc import storage_root as gc_storage_root
+from ..common.states import TERMINAL, AllocState
 
 log = logging.getLogger("det_jupyter")
 

@@ -23,12 +23,12 @@ from ... import searcher as search
 from ...errors import Conflict, InvalidConfig, InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
+from ..accounts.auth import User
 from ..common import names as _names
 from ..common.clock import Clock
-from .searcher_log import SearcherEvent, SearcherLog
 from ..common.states import STOPPING, STOPPING_END, TERMINAL, State, can_transition
 from ._warm_start import warm_start_checkpoint
-from ..accounts.auth import User
+from .searcher_log import SearcherEvent, SearcherLog
 from .unmanaged import UnmanagedService
 
 log = logging.getLogger("det_jupyter")

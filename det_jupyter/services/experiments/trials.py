@@ -22,13 +22,13 @@ from ... import searcher as search
 from ...errors import NotFound
 from ...store import reader
 from ...store import tables as t
-from ..common.clock import Clock
-from .searcher_log import SearcherEvent
-from ..common.states import STOPPING, STOPPING_END, TERMINAL, AllocState, State
-from ..allocation.spec import trial_spec
-from ._warm_start import warm_start_checkpoint
 from ..allocation.service import AllocationService, Gang
+from ..allocation.spec import trial_spec
+from ..common.clock import Clock
+from ..common.states import STOPPING, STOPPING_END, TERMINAL, AllocState, State
 from ..metrics.service import recompute_summary
+from ._warm_start import warm_start_checkpoint
+from .searcher_log import SearcherEvent
 
 # The statements of every trial run, built once: SQLAlchemy then skips building them and
 # computing their cache keys on each call (a third of their cost). They never read an

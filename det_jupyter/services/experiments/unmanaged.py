@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from ...errors import Conflict, InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
-from ..common.states import TERMINAL, State
 from ..accounts.auth import User
+from ..common.states import TERMINAL, State
 from ..metrics.service import recompute_summary
 
 log = logging.getLogger("det_jupyter")

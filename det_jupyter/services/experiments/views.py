@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from ...errors import NotFound
 from ...store import reader
 from ...store import tables as t
+from ..common.states import AllocState
 from ..metrics import _series as stored
 from . import trial_list
-from ..common.states import AllocState
 from .trial_list import TrialValidations
 
 # A trial view is every column but the metrics' ingestion bookkeeping (JSON decoded per row:

@@ -22,15 +22,15 @@ from ... import config as expconf
 from ...errors import InvalidRequest, NotFound, Unavailable
 from ...store import reader
 from ...store import tables as t
-from ..common.clock import Clock
-from .kinds import KINDS, work_dir_mounts
-from ..common.sealed import SealedError, Sealer, is_sealed
-from .ssh import PRIVATE_KEY
-from ..common.states import AllocState
-from ..allocation.spec import gang_env, master_env, task_env
-from ..allocation.service import AllocationService, Gang
 from ..accounts.auth import User
 from ..allocation.cluster_info import build_info_files
+from ..allocation.service import AllocationService, Gang
+from ..allocation.spec import gang_env, master_env, task_env
+from ..common.clock import Clock
+from ..common.sealed import SealedError, Sealer, is_sealed
+from ..common.states import AllocState
+from .kinds import KINDS, work_dir_mounts
+from .ssh import PRIVATE_KEY
 
 DEFAULT_PRIORITY = 42
 _CLI = {"COMMAND": "cmd", **{k: v.cli for k, v in KINDS.items()}}

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._common import NotebookSettings, notebook_entrypoint
-from .ssh import shell_build, shell_settings
 from ._tensorboard import TensorboardSettings, tensorboard_entrypoint
+from .ssh import shell_build, shell_settings
 
 #: (task_id, bind address, port, the row's config, allow_root) -> (argv, extra environment)
 Builder = Callable[[str, str, int, dict[str, Any], bool], tuple[list[str], dict[str, str]]]

@@ -20,15 +20,15 @@ from typing import Any
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from ...errors import DetError, NotFound
+from ..access.authz import Perm
+from ..access.rbac import RbacService
+from ..accounts.auth import User
 from ..common.clock import Clock
+from ..common.sealed import SealedError
 from ._common import TICKET_LIFETIME, Activity, check_ticket, is_active, make_ticket
+from .commands import CommandService
 from .kinds import KINDS
 from .origins import ProxyOrigin
-from ..common.sealed import SealedError
-from ..accounts.auth import User
-from ..access.authz import Perm
-from .commands import CommandService
-from ..access.rbac import RbacService
 
 log = logging.getLogger("det_jupyter.notebooks")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import DetError, InvalidRequest, NotFound
-from ._tensorboard import TensorboardSettings
 from ..accounts.auth import AllocationPrincipal
+from ._tensorboard import TensorboardSettings
 
 KIND = "TENSORBOARD"
 

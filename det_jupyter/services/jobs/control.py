@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from ...errors import InvalidRequest, NotFound
 from ...store import tables as t
-from ..common.states import AllocState
 from ..accounts.auth import User
+from ..common.states import AllocState
 
 
 @dataclass(frozen=True)

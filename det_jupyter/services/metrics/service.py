@@ -22,10 +22,10 @@ import sqlalchemy as sa
 from ...errors import Conflict, InvalidRequest, NotFound
 from ...store import placeholder, reader
 from ...store import tables as t
+from ..common.clock import Clock
 from . import _charts as charts
 from . import _columns as columns
 from . import _series as stored
-from ..common.clock import Clock
 
 
 @dataclass(frozen=True)

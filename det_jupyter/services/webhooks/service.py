@@ -34,9 +34,9 @@ from ...errors import Conflict, InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
 from ..common import names as _names
-from . import payloads as wp
 from ..common.clock import Clock
 from ..common.sealed import Sealer
+from . import payloads as wp
 from ._shipper import Delivery, Shipper, post
 
 log = logging.getLogger("det_jupyter.webhooks")

@@ -17,8 +17,9 @@ import sqlalchemy as sa
 from ...errors import Conflict, InvalidRequest, NotFound
 from ...store import reader
 from ...store import tables as t
-from ..experiments import purge as _purge
+from ..access.rbac import RbacService
 from ..common.clock import Clock
+from ..experiments import purge as _purge
 from .rows import (
     ProjectRecord,
     WorkspaceRecord,
@@ -34,7 +35,6 @@ from .rows import (
     workspace_query,
     workspace_records,
 )
-from ..access.rbac import RbacService
 
 UNCATEGORIZED = 1
 _SORT_WS = {"SORT_BY_NAME": "name"}

@@ -10,36 +10,36 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from .. import config as expconf
-from ..rm.agents import AgentRM
-from ..rm.config import ResourceConfig, parse_resources
-from ..store import make_engine, migrate
-from ..store import tables as t
-from .common.clock import Clock
-from .common.sealed import Sealer, open_private, private_dir
-from .experiments.searcher_batch import SearcherBatcher
-from .experiments.searcher_log import SearcherEvent
-from .allocation.service import AllocationService
-from .accounts.auth import AuthService
-from .checkpoints.gc import CheckpointGC
-from .checkpoints.service import CheckpointService
-from .interactive.commands import CommandService, OwnerRouter
-from .experiments.admin import ExperimentAdmin
-from .experiments.service import ExperimentService
-from .accounts.groups import GroupService
-from .jobs.control import JobControl
-from .allocation.logs import LogService
-from .metrics.service import MetricService
-from .registry.models import ModelService
-from .interactive.notebooks import NotebookService
-from .access.rbac import RbacService
-from .experiments.templates import TemplateService
-from .accounts.tokens import TokenService
-from .experiments.trials import MasterIdentity, TrialService
-from .accounts.users import UserService
-from .experiments.views import Views
-from .webhooks.service import WebhookService
-from .workspaces.service import WorkspaceService
+from . import config as expconf
+from .rm.agents import AgentRM
+from .rm.config import ResourceConfig, parse_resources
+from .services.access.rbac import RbacService
+from .services.accounts.auth import AuthService
+from .services.accounts.groups import GroupService
+from .services.accounts.tokens import TokenService
+from .services.accounts.users import UserService
+from .services.allocation.logs import LogService
+from .services.allocation.service import AllocationService
+from .services.checkpoints.gc import CheckpointGC
+from .services.checkpoints.service import CheckpointService
+from .services.common.clock import Clock
+from .services.common.sealed import Sealer, open_private, private_dir
+from .services.experiments.admin import ExperimentAdmin
+from .services.experiments.searcher_batch import SearcherBatcher
+from .services.experiments.searcher_log import SearcherEvent
+from .services.experiments.service import ExperimentService
+from .services.experiments.templates import TemplateService
+from .services.experiments.trials import MasterIdentity, TrialService
+from .services.experiments.views import Views
+from .services.interactive.commands import CommandService, OwnerRouter
+from .services.interactive.notebooks import NotebookService
+from .services.jobs.control import JobControl
+from .services.metrics.service import MetricService
+from .services.registry.models import ModelService
+from .services.webhooks.service import WebhookService
+from .services.workspaces.service import WorkspaceService
+from .store import make_engine, migrate
+from .store import tables as t
 
 log = logging.getLogger("det_jupyter")
 
