@@ -96,19 +96,18 @@ async def _run(backend_port: int, sessions: int, tmp: Path) -> dict[str, Any]:
     clock = FakeClock()
     engine, ids = _store(tmp / "cull.db", sessions, f"127.0.0.1:{backend_port}", clock.now())
     commands = _Commands(engine, clock)
-    svc = NotebookService(commands, _Users(), clock, secret="bench")
-    svc.idle_check_interval = LOOK_INTERVAL_S
+    svc = NotebookService(commands, _Users(), clock, secret="bench", idle_check_interval=LOOK_INTERVAL_S)
     try:
         t0 = time.perf_counter()
         await svc.tick()  # probes every session: all become ready and watched
         probe_round_s = time.perf_counter() - t0
-        if len(svc.watched) != sessions:
-            raise RuntimeError(f"{len(svc.watched)} of {sessions} sessions became ready; is the backend up?")
+        if len(svc.culler.watched) != sessions:
+            raise RuntimeError(f"{len(svc.culler.watched)} of {sessions} sessions became ready; is the backend up?")
         active = set(ids[::2])
         sweeps = []
         for _ in range(200):
             t0 = time.perf_counter()
-            decided = svc.sweep(clock.now())
+            decided = svc.culler.sweep(clock.now())
             sweeps.append(time.perf_counter() - t0)
         assert not decided
         ticks = []

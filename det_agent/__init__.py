@@ -4,7 +4,8 @@ Public surface: :class:`Agent` (the connection to the master), :func:`detect_slo
 :class:`Slot` (devices), :class:`GpuStatsSampler` and :class:`SlotStats` (GPU figures),
 :func:`detect_address` (what the agent tells the master it is reached at), :class:`LocalLink`
 (an agent inside its master's process), and the runtimes in :mod:`det_agent.runtime`. The
-master↔agent protocol is fixed in docs/internals.md. This package never imports det_jupyter.
+master↔agent protocol is fixed in docs/internals.md; its task spec and frames are the typed
+records of :mod:`det_agent.wire`, which the master uses too. This package never imports det_jupyter.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, websocket_connect
 
 from . import _protocol as proto
+from . import wire
 from ._address import detect_address, validate_address
 from ._devices import Slot
 from ._link import LocalLink
@@ -189,7 +190,7 @@ class Agent:
             log.info("leaving: the master preempts %d task(s); waiting up to %g s for them",
                      len(running), timeout_s)
             try:
-                await conn.write_message(proto.encode(proto.leaving(timeout_s)))
+                await conn.write_message(proto.encode(wire.Leaving(timeout_s).to_wire()))
             except WebSocketClosedError:
                 pass  # sent again after the next hello
             loop = asyncio.get_running_loop()
@@ -274,17 +275,17 @@ class Agent:
             # Tasks whose exit the master has not acknowledged count as running: it waits for
             # that exit (sent again below) instead of failing them as lost with a restart.
             running = dict.fromkeys([*self.runtime.running(), *self._outbox.unacknowledged_exits()])
-            hello = proto.hello(
+            hello = wire.Hello(
                 self.agent_id,
                 self.resource_pool,
-                self.slots,
-                list(running),
+                tuple(self.slots),
+                tuple(running),
                 __version__,
                 address,
             )
-            await conn.write_message(proto.encode(hello))
+            await conn.write_message(proto.encode(hello.to_wire()))
             if self._leaving is not None:
-                await conn.write_message(proto.encode(proto.leaving(self._leaving)))
+                await conn.write_message(proto.encode(wire.Leaving(self._leaving).to_wire()))
             self._outbox.rewind()  # what the last master did not acknowledge goes out again
             self._conn = conn
             self.connected.set()
@@ -331,7 +332,7 @@ class Agent:
             try:
                 stats = await loop.run_in_executor(None, sampler.sample)
                 if stats:
-                    await conn.write_message(proto.encode(proto.slot_stats(stats)))
+                    await conn.write_message(proto.encode(wire.SlotStatsReport(tuple(stats)).to_wire()))
             except WebSocketClosedError:
                 return  # the session is ending; the reader sees it too
             except Exception:  # a broken sample must not end the session; try again later
@@ -346,65 +347,70 @@ class Agent:
 
     def _handle(self, message: str) -> None:
         try:
-            frame = json.loads(message)
-            kind = frame["type"]
-        except (ValueError, TypeError, KeyError):
+            raw = json.loads(message)
+        except ValueError:
             log.warning("ignoring a malformed frame from the master: %.200s", message)
             return
-        if kind == "ack":
-            upto = frame.get("id")
-            if isinstance(upto, int):
-                self._outbox.ack(upto)
-        elif kind == "welcome":
-            log.info(
-                "master %s (cluster %s) welcomed us",
-                frame.get("master_id"),
-                frame.get("cluster_id"),
-            )
-        elif kind == "start_task":
-            spec = frame.get("spec")
-            if not isinstance(spec, dict):
-                log.warning("ignoring start_task without a spec object: %.200s", message)
-                return
-            self._spawn(self._start(spec))
-        elif kind == "refused":
+        try:
+            frame = wire.parse_master_frame(raw)
+        except ValueError as e:
+            self._bad_frame(raw, e)
+            return
+        if isinstance(frame, wire.Ack):
+            self._outbox.ack(frame.id)
+        elif isinstance(frame, wire.Welcome):
+            log.info("master %s (cluster %s) welcomed us", frame.master_id, frame.cluster_id)
+        elif isinstance(frame, wire.StartTask):
+            self._spawn(self._start(frame.spec))
+        elif isinstance(frame, wire.Refused):
             # The master turns this agent away (e.g. an unknown --resource-pool) and hangs up;
             # the agent keeps retrying, so the admin can fix the master's side without a restart.
-            message = str(frame.get("message") or "no reason given")
-            level = logging.DEBUG if message == self._refusal else logging.ERROR
-            log.log(level, "the master refused this agent: %s", message)
-            self._refusal = message
-        elif kind == "kill_task":
-            allocation_id = str(frame.get("allocation_id"))
-            log.info("the master asked to kill %s", allocation_id)
-            self._spawn(self.runtime.kill(allocation_id))
-        else:
-            log.debug("ignoring a frame of unknown type %r", kind)
+            reason = frame.message or "no reason given"
+            level = logging.DEBUG if reason == self._refusal else logging.ERROR
+            log.log(level, "the master refused this agent: %s", reason)
+            self._refusal = reason
+        elif isinstance(frame, wire.KillTask):
+            log.info("the master asked to kill %s", frame.allocation_id)
+            self._spawn(self.runtime.kill(frame.allocation_id))
+
+    def _bad_frame(self, raw: Any, error: ValueError) -> None:
+        """A frame that is not one of the protocol's: ignored, except that a ``start_task``
+        whose spec names its allocation ends that allocation as a launch failure (the master
+        would otherwise wait for it)."""
+        if not isinstance(raw, dict) or raw.get("type") not in wire.MASTER_FRAMES:
+            log.debug("ignoring a frame from the master: %s", error)
+            return
+        log.warning("ignoring a bad frame from the master: %s", error)
+        spec = raw.get("spec")
+        if raw["type"] == wire.StartTask.TYPE and isinstance(spec, dict):
+            allocation_id = spec.get("allocation_id")
+            if isinstance(allocation_id, str) and allocation_id and allocation_id not in self.runtime.running():
+                self._on_exit(allocation_id, 1, f"invalid task spec: {error}")
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _start(self, spec: dict[str, Any]) -> None:
-        allocation_id = str(spec.get("allocation_id"))
+    async def _start(self, spec: wire.TaskSpec) -> None:
+        allocation_id = spec.allocation_id
         if self._leaving is not None or self._stopping.is_set():
             # Sent before the master saw that this agent leaves: it ends as a preemption.
             self._on_exit(allocation_id, 1, "the agent is stopping; the task was not started")
             return
         try:
-            pid = await self.runtime.start(spec, self._on_log, self._on_exit)
+            pid = await self.runtime.start(spec.to_wire(), self._on_log, self._on_exit)
         except ValueError as e:
             # A repeated start_task (e.g. resent around a reconnect) for a running allocation.
             log.warning("ignoring start_task for %s: %s", allocation_id, e)
             return
         if pid is not None:
-            self._send(proto.task_started(allocation_id, pid))
+            self._send(wire.TaskStarted(allocation_id, pid).to_wire())
 
     # -- runtime callbacks ----------------------------------------------------------------
 
     def _on_log(self, allocation_id: str, lines: list[LogLine]) -> None:
-        self._send(proto.logs(allocation_id, lines))
+        self._send(wire.Logs(allocation_id, tuple(lines)).to_wire())
 
     def _on_exit(self, allocation_id: str, exit_code: int, reason: str | None) -> None:
-        self._send(proto.task_exited(allocation_id, exit_code, reason))
+        self._send(wire.TaskExited(allocation_id, exit_code, reason).to_wire())

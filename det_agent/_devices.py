@@ -13,6 +13,8 @@ import warnings
 from types import ModuleType
 from typing import Any
 
+from . import _wire_check as check
+
 log = logging.getLogger(__name__)
 
 
@@ -28,6 +30,14 @@ class Slot:
     def to_wire(self) -> dict[str, Any]:
         """The slot as the protocol's ``{"id", "type", "name", "uuid"}`` object."""
         return {"id": self.id, "type": self.type, "name": self.name, "uuid": self.uuid}
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> Slot:
+        """A slot of a ``hello`` frame; ValueError naming the key when it is not one."""
+        what = "a hello frame's slot"
+        d = check.obj(raw, what)
+        return cls(check.integer(d, "id", what), check.string(d, "type", what),
+                   check.string(d, "name", what), check.opt_string(d, "uuid", what))
 
 
 def _import_pynvml() -> ModuleType | None:

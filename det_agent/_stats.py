@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from . import _wire_check as check
 from ._devices import Slot, _import_pynvml
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,13 @@ class SlotStats:
     def to_wire(self) -> dict[str, Any]:
         """The protocol's ``{"id", "gpu_util", "mem_used", "mem_total"}`` object."""
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> SlotStats:
+        """One slot of a ``slot_stats`` frame; ValueError naming the key when it is not one."""
+        what = "a slot_stats frame's slot"
+        d = check.obj(raw, what)
+        return cls(*(check.integer(d, key, what) for key in ("id", "gpu_util", "mem_used", "mem_total")))
 
 
 class GpuStatsSampler:

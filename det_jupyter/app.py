@@ -19,14 +19,14 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
 
 from .composition_root import Master, MasterSettings, load_or_create_secret
+from .config.resources import ResourceConfig, load_master_config, parse_resources
 from .errors import DetError
 from .identity import IDENTITY_ENV, Identity, identity_path, write_identity
-from .rm.config import ResourceConfig, load_master_config, parse_resources
-from .server_ext._access_log import without_unseen_successes
-from .server_ext._jupyter_guard import Guard, OriginPolicy, install, modest_body_limits
+from .private_files import open_private, private_dir
+from .server_ext.access_log import without_unseen_successes
+from .server_ext.jupyter_guard import Guard, OriginPolicy, install, modest_body_limits
 from .server_ext.routes import ROUTES
 from .services.accounts.users import POLICY_TEXT, password_problem
-from .services.common.sealed import open_private, private_dir
 from .services.interactive.notebooks import PROBE_INTERVAL
 from .store import sqlite_url
 
@@ -277,7 +277,7 @@ class DetJupyterApp(ExtensionApp):
     def _bind_proxy(self) -> Any:
         """Listen on the proxy's port now, so a taken port stops the server with a message
         (as Jupyter's own does); it serves once the event loop runs."""
-        from .server_ext._proxy_origin import ProxyServer
+        from .server_ext.proxy_server import ProxyServer
 
         port = self.proxy_port
         if not 0 <= port <= 65535:
@@ -292,7 +292,7 @@ class DetJupyterApp(ExtensionApp):
         return server
 
     def _start_proxy(self) -> None:
-        from .server_ext._proxy_origin import proxy_application
+        from .server_ext.proxy_server import proxy_application
 
         web_app = self.serverapp.web_app
         # Tickets in query strings are credentials: never in the master's access log either.
@@ -312,7 +312,7 @@ class DetJupyterApp(ExtensionApp):
 
     def _guard_jupyter_routes(self) -> None:
         """Jupyter's own routes (every handler built on its ``JupyterHandler``) get a strict
-        origin check and on-site redirects (``server_ext._jupyter_guard``); det's own routes
+        origin check and on-site redirects (``server_ext.jupyter_guard``); det's own routes
         keep their own policy."""
         from jupyter_server.base.handlers import JupyterHandler
 
@@ -357,7 +357,7 @@ class DetJupyterApp(ExtensionApp):
 
             agent_id = f"{socket.gethostname()}-embedded"
             if self.task_python:
-                from det_agent.runtime._launch import task_python_dir
+                from det_agent.runtime import task_python_dir
                 try:
                     task_python_dir(self.task_python)
                 except ValueError as exc:
@@ -427,7 +427,7 @@ class DetJupyterApp(ExtensionApp):
         without a websocket, in this process's event loop."""
         from det_agent import LocalLink
 
-        from .server_ext._cluster import AgentSession
+        from .server_ext.cluster import AgentSession
 
         session: AgentSession | None = None
 

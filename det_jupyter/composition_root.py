@@ -2,44 +2,52 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
 import uuid
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from . import config as expconf
+from .config.resources import ResourceConfig, parse_resources
+from .private_files import open_private, private_dir
 from .rm.agents import AgentRM
-from .rm.config import ResourceConfig, parse_resources
+from .rm.base import ResourceManager
 from .services.access.rbac import RbacService
+from .services.access.resolver import AccessService
 from .services.accounts.auth import AuthService
 from .services.accounts.groups import GroupService
 from .services.accounts.tokens import TokenService
 from .services.accounts.users import UserService
 from .services.allocation.logs import LogService
-from .services.allocation.service import AllocationService
+from .services.allocation.service import AllocationOwner, AllocationService
 from .services.checkpoints.gc import CheckpointGC
 from .services.checkpoints.service import CheckpointService
 from .services.common.clock import Clock
-from .services.common.sealed import Sealer, open_private, private_dir
+from .services.common.identity import MasterIdentity
+from .services.common.late import Late
+from .services.common.sealed import Sealer
+from .services.common.signal import Signal
 from .services.experiments.admin import ExperimentAdmin
+from .services.experiments.reports import TrialReports
 from .services.experiments.searcher_batch import SearcherBatcher
-from .services.experiments.searcher_log import SearcherEvent
 from .services.experiments.service import ExperimentService
+from .services.experiments.submission import ExperimentSubmission
 from .services.experiments.templates import TemplateService
-from .services.experiments.trials import MasterIdentity, TrialService
+from .services.experiments.trials import TrialService
 from .services.experiments.views import Views
 from .services.interactive.commands import CommandService, OwnerRouter
+from .services.interactive.culler import gpu_in_use
 from .services.interactive.notebooks import NotebookService
 from .services.jobs.control import JobControl
+from .services.jobs.page import JobQueuePage
 from .services.metrics.service import MetricService
+from .services.metrics.timeseries import TimeSeriesQuery
 from .services.registry.models import ModelService
 from .services.webhooks.service import WebhookService
 from .services.workspaces.service import WorkspaceService
-from .store import make_engine, migrate
-from .store import tables as t
+from .store import bootstrap, make_engine, migrate
 
 log = logging.getLogger("det_jupyter")
 
@@ -65,143 +73,124 @@ class MasterSettings:
 
 
 class Master:
+    """The master's services, built once from ``MasterSettings``.
+
+    Every service gets its dependencies as constructor arguments, in the order below. Two
+    construction cycles are closed by ``Late`` references bound right after the other side is
+    built (experiments ⇄ trials; allocations ⇄ the resource manager and the owners of
+    allocations); one fan-out, ``jobs_changed``, is a ``Signal`` whose listeners are connected
+    here. Nothing is patched onto a service after it is built.
+    """
+
     def __init__(self, settings: MasterSettings, clock: Clock | None = None) -> None:
         self.settings = settings
-        self.clock = clock or Clock()
-        self.master_id = str(uuid.uuid4())
+        self.clock = clock = clock or Clock()
         private_dir(settings.data_dir)
-        self.engine = make_engine(settings.db_url)
-        migrate(self.engine)
-        self.cluster_id = self._cluster_id()
-        self.auth = AuthService(self.engine, self.clock)
-        self.rbac = RbacService(self.engine, settings.default_user_role)
-        self.models = ModelService(self.engine, self.clock, self.rbac.invalidate)
-        self.workspaces = WorkspaceService(self.engine, self.clock, self.rbac, self.cluster_id,
-                                           on_deleted=lambda: self._jobs_changed())
-        self.experiment_admin = ExperimentAdmin(self.engine, self.rbac, self.workspaces, self.cluster_id,
-                                                on_deleted=lambda: self._jobs_changed())
-        self.users = UserService(self.engine, self.clock, self.auth, self.rbac)
-        self.groups = GroupService(self.engine, self.rbac)
-        self.tokens = TokenService(self.engine, self.clock, self.auth)
-        self.templates = TemplateService(self.engine, self.rbac.invalidate)
-        self.auth.on_user_created = self.rbac.on_user_created
-        self.auth.on_user_changed = self.rbac.invalidate
-        self.generated_password = self.auth.bootstrap(settings.initial_password)
-        self._create_uncategorized()
-        if self.generated_password is not None:  # a new database: admin and determined get roles
-            with self.engine.begin() as conn:
-                self.rbac.seed_existing_users(conn)
-        ckpt_dir = settings.checkpoint_dir or os.path.join(settings.data_dir, "checkpoints")
-        os.makedirs(ckpt_dir, exist_ok=True)
-        if not settings.checkpoint_dir:
-            # Tasks write here as their owners' accounts; like /tmp, each may remove only its
-            # own. Inside the 0700 data dir, only tasks (through their bind mount) reach it.
-            os.chmod(ckpt_dir, 0o1777)
-        self.defaults = expconf.MasterDefaults(
-            checkpoint_storage={"type": "shared_fs", "host_path": ckpt_dir}
-        )
-        self.logs = LogService(self.engine, self.clock)
-        self.views = Views(self.engine)
-        self.metrics = MetricService(self.engine, self.clock)
-        self.checkpoints = CheckpointService(self.engine, self.clock)
-        self.allocations = AllocationService(self.engine, self.clock, self.auth)
+        self.engine = engine = make_engine(settings.db_url)
+        migrate(engine)
+        self.cluster_id = bootstrap.cluster_id(engine, clock.now())
+        self.master_id = str(uuid.uuid4())
         self.identity = MasterIdentity(
             url=settings.url, master_id=self.master_id, cluster_id=self.cluster_id,
             preemption_timeout_s=settings.preemption_timeout_s,
         )
-        self.trials = TrialService(self.engine, self.clock, self.allocations, self.identity)
-        self.experiments = ExperimentService(self.engine, self.clock, self.defaults)
-        self.experiments.trials = self.trials
-        self.trials.experiments = self.experiments
-        self.checkpoint_gc = CheckpointGC(self.engine)  # trials' and experiments' ends collect
-        self.trials.on_trial_end = self.checkpoint_gc.schedule
-        self.experiments.on_finished = self.checkpoint_gc.schedule
+        self.resources = resources = settings.resources or parse_resources(None)
+        # A job's settings or a workspace changed: pending requests carry their job's settings,
+        # trials' configs mirror them, and the scheduler looks again.
+        self.jobs_changed = Signal("jobs changed")
+
+        # -- accounts and access --------------------------------------------------------------
+        self.rbac = RbacService(engine, settings.default_user_role)
+        self.auth = AuthService(engine, clock, on_user_created=self.rbac.on_user_created,
+                                on_user_changed=self.rbac.invalidate)
+        self.users = UserService(engine, clock, self.auth, self.rbac)
+        self.groups = GroupService(engine, self.rbac)
+        self.tokens = TokenService(engine, clock, self.auth)
+        self.generated_password = self.auth.bootstrap(settings.initial_password)
+        bootstrap.ensure_uncategorized(engine, clock.now())
+        if self.generated_password is not None:  # a new database: admin and determined get roles
+            with engine.begin() as conn:
+                self.rbac.seed_existing_users(conn)
+
+        # -- workspaces, registry, templates ------------------------------------------------
+        self.models = ModelService(engine, clock, self.rbac.invalidate)
+        self.workspaces = WorkspaceService(engine, clock, self.rbac, self.cluster_id,
+                                           on_deleted=self.jobs_changed.fire)
+        self.experiment_admin = ExperimentAdmin(engine, self.rbac, self.workspaces, self.cluster_id,
+                                                on_deleted=self.jobs_changed.fire)
+        self.templates = TemplateService(engine, self.rbac.invalidate)
+
+        # -- secrets under the data dir -----------------------------------------------------
+        # Replayed secrets are sealed under a key outside the database (services.common.sealed).
+        sealing_key = bytes.fromhex(load_or_create_secret(os.path.join(settings.data_dir, "secrets_key")))
+        self.defaults = expconf.MasterDefaults(
+            checkpoint_storage={"type": "shared_fs", "host_path": _checkpoint_root(settings)})
+
+        # -- records: logs, metrics, checkpoints, webhooks ----------------------------------
+        self.logs = LogService(engine, clock)
+        self.views = Views(engine)
+        self.metrics = MetricService(engine, clock)
+        self.checkpoints = CheckpointService(engine, clock)
+        self.checkpoint_gc = CheckpointGC(engine)  # trials' and experiments' ends collect
+        self.webhooks = WebhookService(
+            engine, clock, sealer=Sealer(sealing_key), resources=resources,
+            signing_key=load_or_create_secret(os.path.join(settings.data_dir, "webhook_signing_key")))
+
+        # -- experiments and trials ---------------------------------------------------------
+        trials_late: Late[TrialService] = Late("the experiments' trial service")
+        self.experiments = ExperimentService(
+            engine, clock, self.defaults, trials=trials_late, resources=resources,
+            on_finished=self.checkpoint_gc.schedule, on_state=self.webhooks.on_state)
         self.searcher_batch = SearcherBatcher(self.experiments.searcher_events_many)
-        self.trials.searcher_batch = self.searcher_batch  # trial exits join the same groups
-        self.resources = settings.resources or parse_resources(None)
-        self.experiments.resources = self.resources
-        self.trials.resources = self.resources
+        owner_late: Late[AllocationOwner] = Late("the allocations' owner")
+        launcher_late: Late[ResourceManager] = Late("the allocations' resource manager")
+        self.allocations = AllocationService(engine, clock, self.auth, owner=owner_late,
+                                             launcher=launcher_late)
+        self.trials = TrialService(
+            engine, clock, self.allocations, self.identity, experiments=self.experiments,
+            searcher_batch=self.searcher_batch,  # trial exits join the validations' groups
+            resources=resources, logs=self.logs, on_trial_end=self.checkpoint_gc.schedule)
+        trials_late.bind(self.trials)
+        self.reports = TrialReports(self.metrics, self.webhooks, self.searcher_batch)
+
+        # -- where tasks run ----------------------------------------------------------------
         self.rm = AgentRM(
             self.allocations, self.logs, self.clock, resources=self.resources,
             reconnect_wait_s=settings.agent_reconnect_wait_s,
             preemption_timeout_s=settings.preemption_timeout_s,
         )
-        self.jobs = JobControl(self.engine, self.resources, self._jobs_changed)
-        # Replayed secrets are sealed under a key outside the database (services._sealed).
-        key = load_or_create_secret(os.path.join(settings.data_dir, "secrets_key"))
-        self.commands = CommandService(self.engine, self.clock, self.allocations, self.identity,
-                                       sealer=Sealer(bytes.fromhex(key)))
+        launcher_late.bind(self.rm)
+        self.jobs = JobControl(engine, resources, self.jobs_changed.fire)
+        self.jobs_changed.connect(self.allocations.invalidate)
+        self.jobs_changed.connect(self.trials.forget_configs)
+        self.jobs_changed.connect(self.rm.schedule_soon)
+
+        # -- interactive tasks --------------------------------------------------------------
+        self.commands = CommandService(
+            engine, clock, self.allocations, self.identity, sealer=Sealer(sealing_key), resources=resources,
+            notebook_root=settings.notebook_dir or os.path.join(settings.data_dir, "notebooks"),
+            notebook_timeout_s=settings.notebook_timeout_s,
+            kind_defaults={"tensorboard_timeout_s": settings.tensorboard_timeout_s})
         self.commands.seal_plaintext()  # rows written before sealing
-        self.commands.resources = self.resources
-        self.commands.notebook_root = settings.notebook_dir or os.path.join(settings.data_dir, "notebooks")
-        self.commands.notebook_timeout_s = settings.notebook_timeout_s
-        self.commands.kind_defaults["tensorboard_timeout_s"] = settings.tensorboard_timeout_s
-        self.allocations.owner = OwnerRouter(self.trials, self.commands)
-        self.allocations.launcher = self.rm
+        self.owners = OwnerRouter(self.trials, self.commands)
+        owner_late.bind(self.owners)
         self.notebooks = NotebookService(
-            self.commands, self.auth, self.clock,
+            self.commands, self.auth, clock,
             load_or_create_secret(os.path.join(settings.data_dir, "proxy_secret")),
-            gpu_busy=self._gpu_busy)
-        self.notebooks.idle_check_interval = settings.notebook_idle_check_s
-        self.notebooks.rbac = self.rbac
-        self.webhooks = WebhookService(
-            self.engine, self.clock, sealer=Sealer(bytes.fromhex(key)), resources=self.resources,
-            signing_key=load_or_create_secret(os.path.join(settings.data_dir, "webhook_signing_key")))
-        self.experiments.on_state = self.webhooks.on_state
+            gpu_busy=lambda allocation_id: gpu_in_use(self.rm.describe(), allocation_id),
+            rbac=self.rbac, idle_check_interval=settings.notebook_idle_check_s)
 
-    def _gpu_busy(self, allocation_id: str) -> bool:
-        """Whether a GPU slot of the allocation is in use (its agent's last slot_stats)."""
-        for agent in self.rm.describe():
-            slots = agent["used"].get(allocation_id) if isinstance(agent["used"], dict) else None
-            for slot in slots or []:
-                stats = agent["stats"].get(slot) or {}
-                if int(stats.get("gpu_util") or 0) > 0:
-                    return True
-        return False
-
-    def _jobs_changed(self) -> None:
-        self.allocations.invalidate()  # pending requests carry their job's settings
-        self.trials.forget_configs()  # and configs mirror them
-        self.rm.schedule_soon()
-
-    def _cluster_id(self) -> str:
-        with self.engine.begin() as conn:
-            found = conn.execute(sa.select(t.cluster.c.cluster_id).where(t.cluster.c.id == 1)).scalar()
-            if found:
-                return found
-            cid = str(uuid.uuid4())
-            conn.execute(sa.insert(t.cluster).values(id=1, cluster_id=cid, created_at=self.clock.now()))
-            return cid
-
-    def _create_uncategorized(self) -> None:
-        """The Uncategorized workspace and project (id 1) exist from the first start."""
-        with self.engine.begin() as conn:
-            if conn.execute(sa.select(t.workspaces.c.id).where(t.workspaces.c.id == 1)).first():
-                return
-            admin = conn.execute(sa.select(t.users.c.id).where(t.users.c.username == "admin")).scalar_one()
-            conn.execute(sa.insert(t.workspaces).values(id=1, name="Uncategorized", immutable=True, archived=False, user_id=admin))
-            conn.execute(sa.insert(t.projects).values(
-                id=1, workspace_id=1, name="Uncategorized", description="", immutable=True, archived=False, user_id=admin,
-                key="UNCAT", notes=[], created_at=self.clock.now(),
-            ))
-            if conn.dialect.name == "postgresql":  # explicit ids leave the id sequences behind
-                for table in ("workspaces", "projects"):
-                    conn.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                                         f"COALESCE(MAX(id), 0) + 1, false) FROM {table}"))
+        # Handler-facing services (access, submission, job queue page, time series).
+        self.access = AccessService(self.rbac, self.allocations, self.commands, self.views)
+        self.submission = ExperimentSubmission(self.experiments, self.views, self.workspaces,
+                                               self.templates, self.rm)
+        self.job_queue = JobQueuePage(engine, resources, self.rm)
+        self.time_series = TimeSeriesQuery(self.views, self.metrics)
 
     def start(self) -> None:
         """Recover from the last run. Call from the event loop, before serving."""
-        ended = self.allocations.recover()
-        for alloc in ended:
-            if alloc.trial_id is None:
-                self.commands.allocation_exited(alloc, None, "the master restarted while it ran")
-                continue
-            if alloc.task_id:
-                self.logs.append_system(
-                    task_id=alloc.task_id, allocation_id=alloc.allocation_id, trial_id=alloc.trial_id,
-                    message="the master restarted; this run ended and the trial resumes from its latest checkpoint",
-                    level="WARNING",
-                )
+        for alloc in self.allocations.recover():
+            self.owners.ended_by_restart(alloc)
         self.trials.recover()
         self.webhooks.start()
         for exp_id in self.experiments.active_ids():
@@ -210,31 +199,8 @@ class Master:
 
     def set_url(self, url: str) -> None:
         """The URL became known once the server bound its port."""
-        import dataclasses
-
         self.settings = dataclasses.replace(self.settings, url=url)
-        self.identity = dataclasses.replace(self.identity, url=url)
-        self.trials._identity = self.identity
-        self.commands.identity = self.identity
-
-    def report_metrics(self, trial_id: int, run_id: int | None, reports: list) -> None:
-        """Store a trial's reports; feed new validation metrics to its searcher.
-
-        The validations join the searcher batch (``_searcher_batch``): with the app's loop hook
-        they are fed, with those of other trials, in one transaction per experiment at the next
-        loop turn; without a hook, before this returns.
-        """
-        validations, trial = self.metrics.ingest(trial_id, run_id, reports)
-        self.webhooks.on_metrics(trial_id, reports)
-        if not validations:
-            return
-        if trial.state != "ACTIVE":
-            return  # a stopping trial's late validations don't move the search
-        self.searcher_batch.add(trial.experiment_id, [
-            SearcherEvent("validation_completed", trial.request_id, metrics=dict(report.metrics))
-            for report in validations
-        ])
-        self.searcher_batch.kick()
+        self.identity.set_url(url)
 
     def stop(self) -> None:
         self.searcher_batch.schedule = None
@@ -245,6 +211,17 @@ class Master:
             self.webhooks.stop()
             self.experiments.unmanaged.stop()
             self.engine.dispose()
+
+
+def _checkpoint_root(settings: MasterSettings) -> str:
+    """The default checkpoint storage's directory, made on the first start."""
+    ckpt_dir = settings.checkpoint_dir or os.path.join(settings.data_dir, "checkpoints")
+    os.makedirs(ckpt_dir, exist_ok=True)
+    if not settings.checkpoint_dir:
+        # Tasks write here as their owners' accounts; like /tmp, each may remove only its
+        # own. Inside the 0700 data dir, only tasks (through their bind mount) reach it.
+        os.chmod(ckpt_dir, 0o1777)
+    return ckpt_dir
 
 
 def load_or_create_secret(path: str) -> str:

@@ -33,5 +33,19 @@ if [ ! -x "$DET_VENV/bin/python" ] || ! "$DET_VENV/bin/python" -c "import determ
 fi
 export DET_COMPAT_VENV="$DET_VENV"
 
+echo "== ruff: lint"
 .venv/bin/ruff check det_jupyter det_agent harness tests
+
+# The structure of issue 26: the layer contracts of pyproject.toml, mypy --strict on the pure
+# packages and the wire types, and a mypy baseline elsewhere that may only shrink.
+echo "== import-linter: layer contracts ([tool.importlinter] in pyproject.toml)"
+.venv/bin/lint-imports
+MYPY_STRICT=(det_jupyter/scheduler det_jupyter/searcher det_jupyter/config
+             det_agent/wire.py det_agent/_wire_check.py)
+echo "== mypy --strict: ${MYPY_STRICT[*]}"
+.venv/bin/mypy --strict --follow-imports=silent --cache-dir .mypy_cache/strict "${MYPY_STRICT[@]}"
+echo "== mypy baseline: no file gains errors (mypy-baseline.json; scripts/mypy_baseline.py)"
+.venv/bin/python scripts/mypy_baseline.py
+
+echo "== pytest"
 exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"

@@ -7,25 +7,10 @@ Docker runtime can be added beside it without touching the connection code.
 from __future__ import annotations
 
 import abc
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-
-@dataclasses.dataclass(frozen=True)
-class LogLine:
-    """One line of task output, as it goes into a ``logs`` frame."""
-
-    seq: int
-    stdtype: str  # "stdout" | "stderr"
-    log: str  # the text, always ending in "\n" like Determined's log shipper
-    timestamp: str  # ISO-8601 UTC
-    rank_id: int | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        """The line as the protocol's ``{"seq", "stdtype", "log", "timestamp", "rank_id"}``."""
-        return dataclasses.asdict(self)
-
+from ..wire import LogLine
 
 #: ``on_log(allocation_id, lines)``: a batch of lines, in order, seq contiguous per allocation.
 OnLog = Callable[[str, "list[LogLine]"], None]

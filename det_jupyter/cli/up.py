@@ -13,7 +13,7 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 
-from ..services.common.sealed import open_private, private_dir
+from ..private_files import open_private, private_dir
 from ._local import LocalClient, read_state, state_path
 
 

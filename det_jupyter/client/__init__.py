@@ -39,9 +39,9 @@ from ._errors import (
 )
 from ._experiment import TERMINAL_STATES, Experiment, WaitTimeout
 from ._models import Model, ModelVersion
-from ._session import DEFAULT_MASTER, TokenStore, master_url
 from ._tasks import Command, Notebook, Task, notebook_url
 from ._trial import Checkpoint, Trial
+from .session import DEFAULT_MASTER, TokenStore, master_url
 
 __all__ = [
     "DEFAULT_MASTER", "TERMINAL_STATES", "APIError", "BadRequest", "Checkpoint", "ConfigLike",

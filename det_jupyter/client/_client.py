@@ -14,10 +14,10 @@ from det_jupyter.identity import load_identity
 from ._errors import InvalidInput, NotLoggedIn
 from ._experiment import Experiment
 from ._models import ModelMethods
-from ._session import Session, TokenStore, master_url
 from ._tasks import TaskMethods
 from ._trial import Checkpoint, Trial
 from ._workspaces import WorkspaceMethods
+from .session import Session, TokenStore, master_url
 
 ConfigLike = dict[str, Any] | str | os.PathLike
 

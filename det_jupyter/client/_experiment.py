@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._errors import DetClientError
-from ._session import Session
 from ._trial import Checkpoint, Trial, best_checkpoint, strip_state
+from .session import Session
 
 TERMINAL_STATES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 

@@ -15,8 +15,8 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
-from ._session import Session
 from ._trial import Checkpoint
+from .session import Session
 
 
 def _path(name_or_id: str | int) -> str:

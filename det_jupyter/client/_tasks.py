@@ -23,8 +23,8 @@ from urllib.parse import quote
 
 from ._errors import APIError, InvalidInput
 from ._experiment import WaitTimeout
-from ._session import Session
 from ._trial import strip_state
+from .session import Session
 
 #: Task states (``taskv1State`` without the prefix) after which nothing changes.
 TASK_ENDED = frozenset({"TERMINATED"})

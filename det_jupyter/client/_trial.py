@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import InvalidInput
-from ._session import Session
+from .session import Session
 
 
 def strip_state(state: str | None) -> str:

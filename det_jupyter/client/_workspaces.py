@@ -14,7 +14,7 @@ from typing import Any
 
 from ._errors import NotFound
 from ._experiment import Experiment
-from ._session import Session
+from .session import Session
 
 
 class WorkspaceMethods:

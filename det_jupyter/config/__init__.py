@@ -20,6 +20,7 @@ from ._detignore import DEFAULT_IGNORES, DetIgnore
 from ._entrypoint import is_trial_class, trial_entrypoint
 from ._hparams import MAX_GRID_POINTS, grid_size
 from ._keys import check_experiment_keys, check_task_keys, check_template_keys, task_keys_only
+from ._merge import check_template_config, merge_template
 from ._parse import parse_yaml
 from ._searcher import REMOVED_SEARCHERS, SEARCHERS
 from ._validate import validate_experiment_config
@@ -38,6 +39,7 @@ __all__ = [
     "MasterDefaults",
     "check_experiment_keys",
     "check_task_keys",
+    "check_template_config",
     "check_template_keys",
     "context_to_tgz",
     "environment_variables",
@@ -46,6 +48,7 @@ __all__ = [
     "grid_size",
     "is_trial_class",
     "load_yaml",
+    "merge_template",
     "parse_yaml",
     "read_context_dir",
     "searcher_max_length",

@@ -13,7 +13,7 @@ and what to do; never a ``RecursionError`` or a ``ValueError``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
@@ -40,17 +40,20 @@ HAS_LIBYAML = hasattr(yaml, "CSafeLoader")
 _CORE = "tag:yaml.org,2002:"
 #: The tags a document may write out: the ones JSON can hold, and ``!`` (a plain string).
 _ALLOWED_TAGS = frozenset({"!"} | {_CORE + t for t in ("str", "int", "float", "bool", "null", "map", "seq")})
-_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:  # libyaml's loader, when present, has the pure-Python SafeLoader's surface
+    _BaseLoader = yaml.SafeLoader
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _construct_int(loader: SafeConstructor, node: yaml.ScalarNode) -> int:
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
     if len(node.value) > MAX_INT_CHARS:
         raise ConstructorError(None, None, f"an integer of {len(node.value):,} characters (at most "
                                            f"{MAX_INT_CHARS:,}); quote it to make it a string", node.start_mark)
-    return SafeConstructor.construct_yaml_int(loader, node)  # type: ignore[arg-type]
+    return SafeConstructor.construct_yaml_int(loader, node)
 
 
-class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _Loader(_BaseLoader):
     """``SafeLoader`` (libyaml's when installed) without implicit dates, and with a bounded int."""
 
     yaml_implicit_resolvers = {

@@ -28,21 +28,21 @@ def _error(message: str) -> None:
 def _widget_for(args: argparse.Namespace) -> Any:
     """The widget that replaces the table this CLI command prints, or ``None`` if the
     command prints something else (or was asked for JSON)."""
-    from det_jupyter.cli.det import _cluster, _experiments
+    from det_jupyter.cli.det import cluster, experiments
 
     if getattr(args, "json", False):
         return None
     func = args.func
     table_commands = {
-        _experiments.list_: "experiments", _experiments.describe: "experiment",
-        _experiments.trial_describe: "trial", _cluster.job_list: "jobs",
-        _cluster.agent_list: "cluster", _cluster.slot_list: "cluster",
+        experiments.list_: "experiments", experiments.describe: "experiment",
+        experiments.trial_describe: "trial", cluster.job_list: "jobs",
+        cluster.agent_list: "cluster", cluster.slot_list: "cluster",
     }
     kind = table_commands.get(func)
     if kind is None:
         return None
     from det_jupyter import widgets
-    from det_jupyter.cli.det._common import connect
+    from det_jupyter.cli.det.common import connect
 
     det = connect(args)
     if kind == "experiments":
@@ -59,7 +59,7 @@ def _widget_for(args: argparse.Namespace) -> Any:
 def run_det(line: str) -> Any:
     """What ``%det LINE`` does; returns a widget or ``None`` (the CLI printed its output)."""
     from det_jupyter.cli.det import build_parser, main
-    from det_jupyter.cli.det._common import CommandError
+    from det_jupyter.cli.det.common import CommandError
 
     try:
         argv = shlex.split(line)
@@ -92,7 +92,7 @@ def run_det(line: str) -> Any:
 def _create(args: argparse.Namespace) -> Any:
     """``%det e create CONFIG CTX``: submit as the CLI does, return the experiment widget."""
     from det_jupyter import widgets
-    from det_jupyter.cli.det._common import connect
+    from det_jupyter.cli.det.common import connect
 
     try:
         det = connect(args)

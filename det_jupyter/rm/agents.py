@@ -2,7 +2,7 @@
 
 Agents talk to the master over one websocket each (docs/internals.md). A scheduling pass takes
 a snapshot of pending and running allocations and of the agents' free slots, runs each pool's
-configured policy (``rm.config``) on its part, and carries out the decisions: placements
+configured policy (``config.resources``) on its part, and carries out the decisions: placements
 (a gang may span agents) and preemptions. Passes are coalesced, so a burst of events causes one.
 """
 
@@ -16,12 +16,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from det_agent import wire
+
 from .. import scheduler
-from ..errors import NotFound
-from ..services.allocation.logs import LogService
-from ..services.allocation.service import AllocationService, Container
-from ..services.common.clock import Clock
-from .config import ResourceConfig, parse_resources
+from .base import (
+    AllocationPort,
+    Clock,
+    Container,
+    Pools,
+    SinglePool,
+    TaskLogPort,
+    UnknownAllocation,
+)
 
 log = logging.getLogger("det_jupyter.rm")
 
@@ -38,14 +44,14 @@ class AgentHandle:
 
     agent_id: str
     resource_pool: str
-    slots: list[dict]
-    send: Callable[[dict], None]
+    slots: tuple[wire.Slot, ...]
+    send: Callable[[wire.MasterFrame], None]
     address: str = "127.0.0.1"
     used: dict[str, list[int]] = field(default_factory=dict)
     connected: bool = True
     registered_at: float = 0.0
     version: str = ""
-    stats: dict[int, dict] = field(default_factory=dict)
+    stats: dict[int, wire.SlotStats] = field(default_factory=dict)
     #: The agent said it is stopping (``leaving``): nothing is placed on it, its tasks are
     #: preempted, their exits are preemptions, and it is forgotten as soon as it disconnects.
     leaving: bool = False
@@ -67,20 +73,23 @@ class PassRecord:
 
 
 class AgentRM:
+    """The :class:`~det_jupyter.rm.base.ResourceManager` of det-agents: ``allocations`` and
+    ``logs`` are the services' ports; ``resources`` the pools (default: one priority pool)."""
+
     def __init__(
         self,
-        allocations: AllocationService,
-        logs: LogService,
+        allocations: AllocationPort,
+        logs: TaskLogPort,
         clock: Clock,
         *,
-        resources: ResourceConfig | None = None,
+        resources: Pools | None = None,
         reconnect_wait_s: float = 25.0,
         preemption_timeout_s: float = 3600.0,
     ) -> None:
         self._allocs = allocations
         self._logs = logs
         self._clock = clock
-        self.resources = resources or parse_resources(None)
+        self.resources: Pools = resources or SinglePool()
         self._policies = {name: p.scheduler.policy() for name, p in self.resources.pools.items()}
         self._reconnect_wait_s = reconnect_wait_s
         self._preemption_timeout_s = preemption_timeout_s
@@ -101,28 +110,28 @@ class AgentRM:
         agent = self.agents.get(agent_id)
         return agent is not None and agent.connected
 
-    def hello(self, agent_id: str, msg: dict, send: Callable[[dict], None]) -> str | None:
+    def hello(self, agent_id: str, hello: wire.Hello, send: Callable[[wire.MasterFrame], None]) -> str | None:
         """An agent (re)connected. Keep what it still runs that we know; kill the rest.
 
         Returns why the agent is refused (a pool that does not exist), else None.
         """
-        pool = str(msg.get("resource_pool") or "") or self.resources.default_compute_pool
+        pool = hello.resource_pool or self.resources.default_compute_pool
         if pool not in self.resources.pools:
             return (f"resource pool {pool!r} does not exist; start the agent with --resource-pool "
                     f"one of {', '.join(sorted(self.resources.pools))}")
         timer = self._lost_timers.pop(agent_id, None)
         if timer is not None:
             timer.cancel()
-        slots = [s for s in msg.get("slots") or [] if isinstance(s, dict) and isinstance(s.get("id"), int)]
+        slots = hello.slots
         known = self.agents.get(agent_id)
         handle = AgentHandle(agent_id, pool, slots, send,
-                             address=str(msg.get("address") or "127.0.0.1"),
+                             address=hello.address or "127.0.0.1",
                              registered_at=known.registered_at if known else self._clock.now(),
-                             version=str(msg.get("version") or ""))
+                             version=hello.version)
         live = self._allocs.live_on(agent_id)
-        running = {str(a) for a in msg.get("running") or []}
+        running = set(hello.running)
         for alloc_id in running - set(live):
-            send({"type": "kill_task", "allocation_id": alloc_id})
+            send(wire.KillTask(alloc_id))
         self.agents[agent_id] = handle
         for alloc_id, slot_ids in live.items():
             handle.used[alloc_id] = slot_ids
@@ -222,7 +231,7 @@ class AgentRM:
         agent = self.agents.get(agent_id)
         if agent is None:
             raise KeyError(agent_id)
-        if slot_id not in {s["id"] for s in agent.slots}:
+        if slot_id not in {s.id for s in agent.slots}:
             raise KeyError(f"{agent_id}/{slot_id}")
         off = self.disabled_slots.setdefault(agent_id, set())
         if enabled:
@@ -233,58 +242,54 @@ class AgentRM:
 
     # -- frames from agents -------------------------------------------------------------
 
-    def handle(self, agent_id: str, msg: dict) -> None:
-        kind = msg.get("type")
-        if kind == "slot_stats":
+    def handle(self, agent_id: str, frame: wire.AgentFrame) -> None:
+        """A frame from a connected agent (after its hello)."""
+        if isinstance(frame, wire.SlotStatsReport):
             agent = self.agents.get(agent_id)
             if agent is not None:
-                agent.stats = {s["id"]: s for s in msg.get("slots") or []
-                               if isinstance(s, dict) and isinstance(s.get("id"), int)}
-            return
-        if kind == "leaving":
-            timeout = msg.get("timeout_s")
-            self.leaving(agent_id, float(timeout) if isinstance(timeout, (int, float)) else 60.0)
-            return
-        alloc_id = msg.get("allocation_id")
-        if not isinstance(alloc_id, str):
-            return
-        if kind == "task_started":
-            self._allocs.started(alloc_id)
-        elif kind == "logs":
+                agent.stats = {s.id: s for s in frame.slots}
+        elif isinstance(frame, wire.Leaving):
+            self.leaving(agent_id, float(frame.timeout_s))
+        elif isinstance(frame, wire.TaskStarted):
+            self._allocs.started(frame.allocation_id)
+        elif isinstance(frame, wire.Logs):
+            alloc_id = frame.allocation_id
             try:
                 task_id, trial_id = self._meta(alloc_id)
-            except NotFound:  # not this cluster's (sending it again would not help)
+            except UnknownAllocation:  # not this cluster's (sending it again would not help)
                 log.warning("agent %s: dropping log lines of unknown allocation %s", agent_id, alloc_id)
                 return
             self._logs.append_agent_lines(
                 task_id=task_id, allocation_id=alloc_id, trial_id=trial_id, agent_id=agent_id,
-                lines=[ln for ln in msg.get("lines") or [] if isinstance(ln, dict)],
+                lines=frame.lines,
             )
-        elif kind == "task_exited":
-            code = msg.get("exit_code")
-            exit_code: int | None = code if isinstance(code, int) else -1
-            reason = msg.get("reason")
+        elif isinstance(frame, wire.TaskExited):
+            exit_code: int | None = frame.exit_code
+            reason = frame.reason
             agent = self.agents.get(agent_id)
             if exit_code != 0 and agent is not None and agent.leaving:
                 # Killed (or refused) because its agent stops: a preemption, not the task's fault.
-                exit_code, reason = None, f"agent {agent_id} stopped ({reason or f'exit code {code}'})"
-            self._allocs.exited_soon(alloc_id, exit_code, reason, agent_id)
+                exit_code, reason = None, f"agent {agent_id} stopped ({reason or f'exit code {frame.exit_code}'})"
+            self._allocs.exited_soon(frame.allocation_id, exit_code, reason, agent_id)
 
     def _meta(self, alloc_id: str) -> tuple[str, int | None]:
         meta = self._alloc_meta.get(alloc_id)
         if meta is None:
-            meta = self._alloc_meta[alloc_id] = self._allocs.task_of(alloc_id)
+            meta = self._allocs.find_task(alloc_id)
+            if meta is None:
+                raise UnknownAllocation(f"allocation {alloc_id} not found")
+            self._alloc_meta[alloc_id] = meta
         return meta
 
-    # -- the Launcher protocol (used by AllocationService) ------------------------------
+    # -- the ResourceManager protocol (rm.base) ----------------------------------------
 
-    def start(self, agent_id: str, allocation_id: str, spec: dict) -> None:
-        self.agents[agent_id].send({"type": "start_task", "allocation_id": allocation_id, "spec": spec})
+    def start(self, agent_id: str, spec: wire.TaskSpec) -> None:
+        self.agents[agent_id].send(wire.StartTask(spec))
 
     def kill(self, agent_id: str, allocation_id: str) -> None:
         agent = self.agents.get(agent_id)
         if agent is not None and agent.connected:
-            agent.send({"type": "kill_task", "allocation_id": allocation_id})
+            agent.send(wire.KillTask(allocation_id))
 
     def released(self, allocation_id: str, agent_id: str | None = None) -> None:
         """The allocation's container on ``agent_id`` (all of them: None) gave its slots back."""
@@ -320,7 +325,7 @@ class AgentRM:
             if not a.connected:
                 continue
             off = self.disabled_slots.get(a.agent_id, set())
-            usable = [s["id"] for s in a.slots if s["id"] not in off]
+            usable = [s.id for s in a.slots if s.id not in off]
             taken = a.taken()
             agents.append(scheduler.AgentSlots(
                 a.agent_id, a.resource_pool, tuple(s for s in usable if s not in taken),
@@ -393,7 +398,7 @@ class AgentRM:
         for alloc_id, gang in gangs.items():
             for c in gang:
                 self.agents[c.agent_id].used[alloc_id] = list(c.slot_ids)
-        specs: dict[str, list[dict]] = {}
+        specs: dict[str, list[wire.TaskSpec]] = {}
         try:
             specs = self._allocs.assign_many(list(gangs.items()))
         finally:  # what was not placed (or a failed transaction) gives its slots back
@@ -404,7 +409,7 @@ class AgentRM:
         for alloc_id, alloc_specs in specs.items():
             for c, spec in zip(gangs[alloc_id], alloc_specs, strict=True):
                 self._logs.new_container(alloc_id, c.agent_id)
-                self.start(c.agent_id, alloc_id, spec)
+                self.start(c.agent_id, spec)
         return len(specs)
 
     def launch_warnings(self, requested_pool: str, slots: int) -> list[str]:
@@ -423,7 +428,7 @@ class AgentRM:
             {
                 "id": a.agent_id,
                 "resource_pool": a.resource_pool,
-                "slots": a.slots,
+                "slots": [s.to_wire() for s in a.slots],
                 "used": dict(a.used),
                 "connected": a.connected,
                 "registered_at": a.registered_at,
@@ -432,7 +437,7 @@ class AgentRM:
                 "enabled": a.agent_id not in self.disabled,
                 "draining": self.disabled.get(a.agent_id, False) or a.leaving,
                 "disabled_slots": sorted(self.disabled_slots.get(a.agent_id, set())),
-                "stats": dict(a.stats),
+                "stats": {slot_id: s.to_wire() for slot_id, s in a.stats.items()},
             }
             for a in self.agents.values()
         ]

@@ -174,9 +174,9 @@ def _jobs(state: PoolState, pending: Sequence[Request]) -> dict[str, _Job]:
             info.draining += run.slots - state.usable(run)
     for req in pending:
         job = req.job
-        info = jobs.get(job)
-        if info is None:
-            info = jobs[job] = _Job()
+        if job not in jobs:
+            jobs[job] = _Job()
+        info = jobs[job]
         if not info.pending:  # the job's earliest pending request (they come in order)
             key = (req.submitted_at, req.allocation_id)
             if job not in first or key < first[job]:

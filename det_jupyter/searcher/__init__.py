@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ._actions import Action, Create, ExitedReason, SearcherError, Shutdown, Stop
 from ._base import Searcher
-from ._brackets import BracketSpec, make_brackets, rung_units
+from ._brackets import BracketSpec, make_brackets, max_rungs, rung_units
 from ._factory import make_searcher
 from ._hparams import grid_points, grid_size, sample
 
@@ -25,6 +25,7 @@ __all__ = [
     "grid_size",
     "make_brackets",
     "make_searcher",
+    "max_rungs",
     "rung_units",
     "sample",
 ]

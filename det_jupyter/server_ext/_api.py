@@ -23,8 +23,8 @@ from typing import Any
 
 import jsonschema
 
+from .. import names as _names
 from ..errors import InvalidRequest
-from ..services.common import names as _names
 
 #: The largest integer the store holds (SQLite and PostgreSQL BIGINT); ids stop at 2**62.
 INT64_MAX = 2**63 - 1

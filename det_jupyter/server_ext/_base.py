@@ -19,8 +19,8 @@ from tornado import web
 from ..composition_root import Master
 from ..errors import DetError, Forbidden, InvalidRequest, NotFound, PayloadTooLarge, Unauthenticated
 from ..services.access.authz import CLUSTER_ONLY, Grants, Perm
+from ..services.access.resolver import Caller
 from ..services.accounts.auth import AllocationPrincipal, User
-from ..services.interactive import tensorboards
 from ._api import MAX_ID, Api, spec_of
 from ._json import checked_json
 
@@ -128,7 +128,7 @@ class DetHandler(web.RequestHandler):
 
     async def prepare(self) -> None:
         self.principal: Principal | None = None
-        self._grants: Grants | None = None
+        self._access: Caller | None = None
         self._checked = self.public
         self._body = bytearray()
         self._too_large: PayloadTooLarge | None = None
@@ -156,7 +156,7 @@ class DetHandler(web.RequestHandler):
         if perm is None:
             raise Forbidden(f"{self.request.method} {self.request.path} declares no permission; refused")
         if perm is Perm.AUTHENTICATED or perm in CLUSTER_ONLY:
-            self.grants.check(perm, None, self.request.path)
+            self.access.authorize_cluster(perm, self.request.path)
             self._checked = True
 
     # -- the body, read as it streams in, up to this route's limit --------------------------
@@ -206,23 +206,30 @@ class DetHandler(web.RequestHandler):
         if self.settings.get("det_strict_authz"):
             raise RuntimeError(f"{self.request.method} {self.request.path} reads undeclared {what}")
 
-    # -- authorization --------------------------------------------------------------------
+    # -- authorization: the access service's Caller (services.access.resolver) ---------------
 
     @property
     def perm(self) -> Perm:
         return self.permissions[self.request.method or ""]
 
     @property
+    def access(self) -> Caller:
+        """This request's caller: what it may do, and where the objects it names live."""
+        if self._access is None:
+            assert self.principal is not None
+            self._access = self.master.access.caller(
+                self.principal, self.permissions.get(self.request.method or ""),
+                reading=self.request.method == "GET")
+        return self._access
+
+    @property
     def grants(self) -> Grants:
-        if self._grants is None:
-            self._grants = self.master.rbac.grants(self.user)
-        return self._grants
+        return self.access.grants
 
     def authorize(self, workspace_id: int, what: str, perm: Perm | None = None) -> None:
         """This verb's permission (or ``perm``) on ``workspace_id``: 404 when the caller may
         not see ``what``, 403 when it may see it but not do this."""
-        self.grants.check(perm or self.perm, workspace_id, what)
-        self._checked = True
+        self.access.authorize(workspace_id, what, perm)
 
     def mark_checked(self) -> None:
         """The verb checked access itself (e.g. the caller's own object)."""
@@ -230,63 +237,41 @@ class DetHandler(web.RequestHandler):
 
     def visible_workspaces(self, perm: Perm | None = None) -> frozenset[int] | None:
         """Where this verb's permission (or ``perm``) holds, to filter a list; None: everywhere."""
-        self._checked = True
-        return self.grants.workspaces_with(perm or self.perm)
+        return self.access.visible_workspaces(perm)
 
     def authorize_workspace(self, workspace_id: int, perm: Perm | None = None) -> None:
-        self.master.rbac.check_workspace(self.grants, perm or self.perm, workspace_id)
-        self._checked = True
+        self.access.authorize_workspace(workspace_id, perm)
 
     def authorize_project(self, project_id: int, perm: Perm | None = None) -> int:
-        ws = self.master.rbac.workspace_of_project(project_id)
-        self.authorize(ws, f"project {project_id}", perm)
-        return ws
+        return self.access.authorize_project(project_id, perm)
 
     def authorize_experiment(self, experiment_id: int, perm: Perm | None = None) -> int:
-        ws = self.master.rbac.workspace_of_experiment(experiment_id)
-        self.authorize(ws, f"experiment {experiment_id}", perm)
-        return ws
+        return self.access.authorize_experiment(experiment_id, perm)
 
     def authorize_trial(self, trial_id: int, perm: Perm | None = None) -> int:
-        own = self._own_experiment(trial_id=trial_id)
-        ws = (self.master.rbac.workspace_of_trial(trial_id) if own is None
-              else self.master.rbac.workspace_of_experiment(own))
-        self.authorize(ws, f"trial {trial_id}", perm)
-        return ws
+        return self.access.authorize_trial(trial_id, perm)
 
     def authorize_checkpoint(self, uuid: str, perm: Perm | None = None) -> int:
-        ws = self.master.rbac.workspace_of_checkpoint(uuid)
-        self.authorize(ws, f"checkpoint {uuid}", perm)
-        return ws
+        return self.access.authorize_checkpoint(uuid, perm)
 
     def authorize_task(self, task_id: str, perm: Perm | None = None) -> int:
-        own = self._own_experiment(task_id=task_id)
-        ws = (self.master.rbac.workspace_of_task(task_id) if own is None
-              else self.master.rbac.workspace_of_experiment(own))
-        self.authorize(ws, f"task {task_id}", perm)
-        return ws
-
-    def _own_experiment(self, *, trial_id: int | None = None, task_id: str | None = None) -> int | None:
-        """A trial's task asking about its own trial or task: its experiment, whose workspace
-        is kept per experiment (instead of a lookup per trial)."""
-        p = self.principal
-        if (isinstance(p, AllocationPrincipal) and p.trial_id is not None and p.experiment_id is not None
-                and (trial_id == p.trial_id or task_id == p.task_id)):
-            return p.experiment_id
-        return None
+        return self.access.authorize_task(task_id, perm)
 
     def authorize_model(self, name: str, perm: Perm | None = None) -> int:
-        ws = self.master.rbac.workspace_of_model(name)
-        self.authorize(ws, f"model {name}", perm)
-        return ws
+        return self.access.authorize_model(name, perm)
 
     def authorize_template(self, name: str, perm: Perm | None = None) -> int:
-        ws = self.master.rbac.workspace_of_template(name)
-        self.authorize(ws, f"template {name}", perm)
-        return ws
+        return self.access.authorize_template(name, perm)
+
+    @property
+    def _was_checked(self) -> bool:
+        """Whether access was checked, by the verb or through its caller (true before
+        ``prepare`` has run: nothing was answered yet)."""
+        access = getattr(self, "_access", None)
+        return getattr(self, "_checked", True) or (access is not None and access.checked)
 
     def finish(self, chunk: Any = None) -> Any:
-        if not getattr(self, "_checked", True) and self.get_status() < 400 and not self._headers_written:
+        if not self._was_checked and self.get_status() < 400 and not self._headers_written:
             log.error("%s %s answered without an authorization check (declared %s)",
                       self.request.method, self.request.path,
                       self.permissions.get(self.request.method or ""))
@@ -321,30 +306,16 @@ class DetHandler(web.RequestHandler):
     def require_trial(self, trial_id: int) -> None:
         """A task may only touch its own trial (404 otherwise, hiding others' existence); a
         TensorBoard task may read (GET) the trials it was started on."""
-        p = self.principal
-        if isinstance(p, AllocationPrincipal) and p.trial_id != trial_id \
-                and not self._tensorboard_reads(trial_id=trial_id):
-            raise NotFound(f"trial {trial_id} not found")
+        self.access.require_trial(trial_id)
 
     def require_allocation(self, allocation_id: str) -> None:
-        p = self.principal
-        if isinstance(p, AllocationPrincipal) and p.allocation_id != allocation_id:
-            raise NotFound(f"allocation {allocation_id} not found")
+        self.access.require_allocation(allocation_id)
 
     def require_experiment(self, exp_id: int) -> None:
-        p = self.principal
-        if isinstance(p, AllocationPrincipal) and p.experiment_id != exp_id \
-                and not self._tensorboard_reads(experiment_id=exp_id):
-            raise NotFound(f"experiment {exp_id} not found")
-
-    def _tensorboard_reads(self, **what: int) -> bool:
-        return self.request.method == "GET" and tensorboards.may_read(
-            self.master.commands, self.master.views, self.principal, **what)
+        self.access.require_experiment(exp_id)
 
     def require_task(self, task_id: str) -> None:
-        p = self.principal
-        if isinstance(p, AllocationPrincipal) and p.task_id != task_id:
-            raise NotFound(f"task {task_id} not found")
+        self.access.require_task(task_id)
 
     # -- JSON ---------------------------------------------------------------------------
 

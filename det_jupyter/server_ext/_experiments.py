@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 from typing import Any
 
-from ..config import parse_yaml, tgz_to_b64
-from ..errors import DetError, InvalidRequest, NotFound
+from ..config import tgz_to_b64
+from ..errors import InvalidRequest, NotFound
 from ..services.access.authz import Perm
 from ..services.checkpoints import order as ckorder
-from ..services.experiments.service import PreparedExperiment
+from ..services.experiments.submission import Submission
 from ..services.experiments.trial_list import SORT_BY as TRIAL_SORTS
 from ..services.experiments.views import ExperimentView
 from ..services.jobs.control import QueueUpdate
@@ -19,6 +18,7 @@ from . import _serialize as ser
 from ._api import BOOL, Q, api, ident, integer, labels, obj, paging, string, text, users
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
 from ._checkpoint_query import CHECKPOINT_LIST, checkpoint_query
+from ._templates import template_name
 from ._wire import CONTEXT, EXPERIMENT_STATES, TRIAL_STATES
 
 _ACTIVE_ALIASES = {"QUEUED", "PULLING", "STARTING", "RUNNING"}
@@ -44,16 +44,6 @@ def get_view(handler: DetHandler, exp_id: int, perm: Perm | None = None) -> Expe
     return view
 
 
-def _parsed_or_error(text: str) -> tuple[dict[str, Any], DetError | None]:
-    """The config parsed (``parse_yaml``: bounded, libyaml), or ``{}`` and why it could not
-    be: the empty mapping still locates the project, the error is raised once the caller may
-    create experiments there. Pure and heavy (a config may be megabytes): run in a thread."""
-    try:
-        return parse_yaml(text), None
-    except DetError as exc:
-        return {}, exc
-
-
 def _json_text(value: Any) -> str:
     """``json.dumps(value, separators=(",", ":"))``, built a piece at a time: the C encoder
     holds the GIL until it is done, so a thread encoding a config of megabytes in one call
@@ -77,41 +67,22 @@ CREATE_EXPERIMENT = obj(("config",), config=string(MAX_BODY), modelDefinition=CO
                         projectId=ident(), activate=BOOL, validateOnly=BOOL, unmanaged=BOOL)
 
 
-async def prepare_create(handler: DetHandler, body: dict[str, Any], *, unmanaged: bool,
-                         validate_only: bool = False) -> tuple[PreparedExperiment, int]:
-    """A ``v1CreateExperimentRequest`` checked, merged with its template and expanded, once the
-    caller may create experiments in its project; the prepared experiment and that project.
-    Parsing, template merging, expanding and packing the context run in threads (a config may
-    be megabytes, a context tens); checks of shared state stay on the loop."""
+def submission(body: dict[str, Any], *, unmanaged: bool) -> Submission:
+    """A ``v1CreateExperimentRequest`` body, its types checked (``ExperimentSubmission``
+    does the rest)."""
     config_text = body.get("config")
     if not isinstance(config_text, str):
         raise InvalidRequest("config must be the experiment's YAML text (a string)")
     files = body.get("modelDefinition") or []
     if not isinstance(files, list):
         raise InvalidRequest("modelDefinition must be a list of files")
-    if body.get("template"):  # the merged config is what gets stored (later edits don't matter)
-        from ._templates import expand_config_text, template_name
-        config_text = await expand_config_text(handler, template_name(body, "template") or "", config_text)
+    template = template_name(body, "template") if body.get("template") else None
     project_id = body.get("projectId")
     if project_id is not None and (not isinstance(project_id, int) or isinstance(project_id, bool)):
         raise InvalidRequest("projectId must be an integer")
-    loop = asyncio.get_running_loop()
-    raw, bad_config = await loop.run_in_executor(None, _parsed_or_error, config_text)
-    project_id = handler.master.workspaces.project_for_create(
-        project_id, raw, visible=handler.visible_workspaces(Perm.VIEW_PROJECT))
-    handler.authorize_project(project_id, Perm.CREATE_EXPERIMENT)
-    if bad_config is not None:
-        raise bad_config
-    prepared = await loop.run_in_executor(None, functools.partial(
-        handler.master.experiments.prepare, config_text, files, validate_only=validate_only, raw=raw,
-        unmanaged=unmanaged))
-    # Warm start: the source must be one the caller may read (404 as for any other).
-    searcher = prepared.config.get("searcher") or {}
-    if searcher.get("source_trial_id") is not None:
-        handler.authorize_trial(int(searcher["source_trial_id"]), Perm.VIEW_EXPERIMENT_ARTIFACTS)
-    elif searcher.get("source_checkpoint_uuid") is not None:
-        handler.authorize_checkpoint(str(searcher["source_checkpoint_uuid"]), Perm.VIEW_EXPERIMENT_ARTIFACTS)
-    return prepared, project_id
+    return Submission(config_text, files, template=template, project_id=project_id,
+                      activate=bool(body.get("activate", True)),
+                      validate_only=bool(body.get("validateOnly", False)), unmanaged=unmanaged)
 
 
 class ExperimentsHandler(DetHandler):
@@ -147,39 +118,27 @@ class ExperimentsHandler(DetHandler):
 
     @api(body=CREATE_EXPERIMENT, body_required=True)
     async def post(self) -> None:
-        """Create an experiment (``prepare_create``), or with ``unmanaged`` one that a process
+        """Create an experiment (``ExperimentSubmission``), or with ``unmanaged`` one that a process
         outside the cluster reports into (0.38.1's core_v2): stored PAUSED, never searched or
         scheduled (``services.unmanaged``)."""
         body = await self.body_json_async()
-        validate_only = bool(body.get("validateOnly", False))
-        unmanaged = bool(body.get("unmanaged", False))
-        prepared, project_id = await prepare_create(self, body, unmanaged=unmanaged, validate_only=validate_only)
-        loop = asyncio.get_running_loop()
-        config = prepared.config
-        service = self.master.experiments
-        if validate_only:
+        sub = submission(body, unmanaged=bool(body.get("unmanaged", False)))
+        done = await self.master.submission.submit(self.access, sub)
+        config = done.prepared.config
+        answer: dict[str, Any]
+        if done.view is None:  # validateOnly
             answer = {"experiment": {"id": 0, "name": config["name"], "archived": False, "config": config,
-                                     "originalConfig": prepared.config_text, "jobId": "", "numTrials": 0,
+                                     "originalConfig": done.prepared.config_text, "jobId": "", "numTrials": 0,
                                      "projectId": 1, "projectOwnerId": self.user.id,
                                      "searcherType": config["searcher"]["name"], "startTime": ser.ts(0),
                                      "state": "STATE_PAUSED", "username": self.user.username,
-                                     "unmanaged": unmanaged},
+                                     "unmanaged": sub.unmanaged},
                       "config": config}
-        elif unmanaged:
-            exp_id = service.unmanaged.create_experiment(self.user, prepared, project_id)
-            view = self.master.views.experiment(exp_id)
-            assert view is not None
-            answer = {"experiment": exp_json(view), "config": config}
         else:
-            exp_id = service.store(self.user, prepared, activate=bool(body.get("activate", True)),
-                                   project_id=project_id)
-            await asyncio.sleep(0)  # let the requests that queued meanwhile go first
-            view = self.master.views.experiment(exp_id)
-            assert view is not None
-            res = config.get("resources") or {}
-            warnings = self.master.rm.launch_warnings(res.get("resource_pool") or "",
-                                                      int(res.get("slots_per_trial", 1)))
-            answer = {"experiment": exp_json(view), "config": config, "warnings": warnings}
+            answer = {"experiment": exp_json(done.view), "config": config}
+            if done.warnings is not None:
+                answer["warnings"] = done.warnings
+        loop = asyncio.get_running_loop()
         self.send_text(await loop.run_in_executor(None, _json_text, answer))
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest, NotFound
+from ..errors import InvalidRequest
 from ..services.access.authz import Perm
-from ..services.jobs import queue as jobs
 from ..services.jobs.control import QueueUpdate
+from ..services.jobs.page import QueueQuery
 from ..services.jobs.queue import Job
 from . import _serialize as ser
 from ._api import Q, api, array, obj, service_checked, string
@@ -55,38 +55,15 @@ class JobQueueHandler(DetHandler):
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
-        states = [s for s in self.get_query_arguments("states") if s]
-        order = self.get_query_argument("orderBy", "") or ""
-        resources = self.master.resources
-        pool = resources.pool_for(self.get_query_argument("resourcePool", "") or "", 1)
-        if pool not in resources.pools:
-            raise InvalidRequest(f"resourcePool: pool {pool!r} does not exist; the pools are "
-                                 f"{', '.join(sorted(resources.pools))}")
-        page, total = jobs.queue(
-            self.master.engine, self.master.rm.snapshot(),
-            pool=pool, policy=resources.pools[pool].scheduler.type,
-            states=states, descending=order == "ORDER_BY_DESC", offset=offset, limit=limit,
+        query = QueueQuery(
+            resource_pool=self.get_query_argument("resourcePool", "") or "",
+            states=[s for s in self.get_query_arguments("states") if s],
+            descending=(self.get_query_argument("orderBy", "") or "") == "ORDER_BY_DESC",
+            offset=offset, limit=limit,
         )
-        page = self._visible(page)
+        page, total = self.master.job_queue.page(self.access, query)
         self.send({"jobs": [{"full": job_json(j)} for j in page],
                    "pagination": ser.pagination(offset, limit, total, len(page))})
-
-
-    def _visible(self, page: list[Job]) -> list[Job]:
-        spaces = self.grants.workspaces_with(Perm.VIEW_EXPERIMENT_METADATA)
-        nsc = self.grants.workspaces_with(Perm.VIEW_NSC)
-        if spaces is None and nsc is None:
-            return page
-        where = self.master.rbac.workspaces_of_jobs([j.job_id for j in page])
-        out = []
-        for j in page:
-            if j.job_id not in where:
-                continue
-            ws, is_exp = where[j.job_id]
-            allowed = spaces if is_exp else nsc
-            if allowed is None or ws in allowed:
-                out.append(j)
-        return out
 
 
 _UPDATE_KEYS = {"jobId", "priority", "weight", "resourcePool", "aheadOf", "behindOf"}
@@ -140,11 +117,6 @@ class JobQueueUpdateHandler(DetHandler):
             raise InvalidRequest("updates must be a non-empty list of {jobId, priority | weight | "
                                  "resourcePool | aheadOf | behindOf}")
         parsed = [parse_update(u, f"updates[{i}]") for i, u in enumerate(updates)]
-        where = self.master.rbac.workspaces_of_jobs([u.job_id for u in parsed])
-        for u in parsed:  # every job checked before any changes
-            if u.job_id not in where:
-                raise NotFound(f"job {u.job_id} not found; det job list shows the jobs")
-            ws, is_exp = where[u.job_id]
-            self.authorize(ws, f"job {u.job_id}", Perm.UPDATE_EXPERIMENT if is_exp else Perm.UPDATE_NSC)
+        self.access.authorize_job_updates(u.job_id for u in parsed)  # all before any changes
         self.master.jobs.update(self.user, parsed)
         self.send({})

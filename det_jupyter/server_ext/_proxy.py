@@ -1,7 +1,7 @@
 """``/proxy/{taskId}/…``: the master's reverse proxy to a notebook, HTTP and websockets.
 
 Where it is served: on an origin of its own (``DetJupyterApp.proxy_port``, see
-``_proxy_origin``), never on the master's, so a proxied page's script is not same-origin with
+``proxy_server``), never on the master's, so a proxied page's script is not same-origin with
 the master's API (reliability P4). The master's own ``/proxy/…`` only redirects there.
 
 Who gets through: the notebook's owner (or an admin), authenticated by a det session token
@@ -33,7 +33,6 @@ from ..errors import DetError, NotFound
 from ..services.access.authz import Perm
 from ..services.accounts.auth import User
 from ..services.interactive.notebooks import Target
-from ..services.jobs import queue as jobs
 from ._upstream import Upstream
 
 log = logging.getLogger("det_jupyter.proxy")
@@ -244,13 +243,7 @@ class ProxyHandler(websocket.WebSocketHandler):
         """503 and a page that says why (queued behind X, starting) and refreshes itself."""
 
         def queue_reason(job_id: str) -> str | None:  # only asked while it is queued
-            snapshot = self.master.rm.snapshot()
-            res = row.config.get("resources") or {}
-            pool = self.master.resources.pool_for(res.get("resource_pool") or "", res.get("slots", 1))
-            page, _ = jobs.queue(self.master.engine, snapshot, pool=pool,
-                                 policy=self.master.resources.pools[pool].scheduler.type)
-            found = next((j for j in page if j.job_id == job_id), None)
-            return found.wait_reason if found is not None else None
+            return self.master.job_queue.wait_reason(job_id, row.config)
 
         text = reason or self.master.notebooks.waiting(row, queue_reason)
         self.waiting_page = True

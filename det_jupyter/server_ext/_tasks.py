@@ -38,28 +38,6 @@ def _experiment_of_task(task_id: str) -> int:
     return int(head)
 
 
-def authorize_task(handler: DetHandler, task_id: str) -> None:
-    """A trial's task needs the verb's experiment permission; an interactive task the matching
-    NSC one (VIEW_NSC to read, UPDATE_NSC to act)."""
-    is_trial = task_id.split(".", 1)[0].isdigit()
-    perm = handler.perm
-    if not is_trial:
-        perm = Perm.UPDATE_NSC if perm in (Perm.UPDATE_EXPERIMENT,) else Perm.VIEW_NSC
-    handler.authorize_task(task_id, perm)
-
-
-def authorize_allocation(handler: DetHandler, allocation_id: str) -> None:
-    p = handler.principal
-    if isinstance(p, AllocationPrincipal) and p.allocation_id == allocation_id:
-        task_id = p.task_id  # a task asking about its own allocation: its task is known
-    else:
-        try:
-            task_id = handler.master.allocations.get(allocation_id).task_id
-        except Exception:  # noqa: BLE001 - any lookup failure hides the allocation
-            raise NotFound(f"allocation {allocation_id} not found") from None
-    authorize_task(handler, task_id)
-
-
 class TaskContextHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_ARTIFACTS}
     allow_task = True
@@ -67,7 +45,7 @@ class TaskContextHandler(DetHandler):
     @api()
     def get(self, task_id: str) -> None:
         self.require_task(task_id)
-        authorize_task(self, task_id)
+        self.access.authorize_task_kind(task_id)
         if task_id.startswith("cmd-"):
             self.master.commands.get(task_id)
             tgz = self.master.commands.context_tgz(task_id) or b""
@@ -94,7 +72,7 @@ class TaskHandler(DetHandler):
     @api()
     def get(self, task_id: str) -> None:
         self.require_task(task_id)
-        authorize_task(self, task_id)
+        self.access.authorize_task_kind(task_id)
         kind, row = self.master.views.task(task_id)
         probed_ready = task_id in self.master.notebooks.ready
         allocs = [{
@@ -119,7 +97,7 @@ class TaskLogsHandler(DetHandler):
     @api(query=LOG_QUERY)
     async def get(self, task_id: str) -> None:
         self.require_task(task_id)
-        authorize_task(self, task_id)
+        self.access.authorize_task_kind(task_id)
         self.set_header("Content-Type", "application/x-ndjson")
         follow = self.bool_arg("follow")
         where = log_filter(self)
@@ -166,7 +144,7 @@ class PostTaskLogsHandler(DetHandler):
         else:
             entries = logs
             for task_id in sorted({e["taskId"] for e in entries}):
-                authorize_task(self, task_id)  # all checked before any is written
+                self.access.authorize_task_kind(task_id)  # all checked before any is written
             self.mark_checked()
             for entry in entries:
                 self.master.logs.append_shipped(entry["taskId"], entry.get("allocationId"), None, [entry])
@@ -183,7 +161,7 @@ class PreemptionSignalHandler(DetHandler):
                 Q("timeoutSeconds", "integer", minimum=0, description="the same (the binding's name)")])
     async def get(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
-        authorize_allocation(self, allocation_id)
+        self.access.authorize_allocation(allocation_id)
         raw = self.int_arg("timeout_seconds")
         raw = self.int_arg("timeoutSeconds", 0) if raw is None else raw
         timeout = min(float(raw or 0), MAX_LONG_POLL_S)
@@ -199,7 +177,7 @@ class AckPreemptionHandler(DetHandler):
     @api(errors=(409,))
     def post(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
-        authorize_allocation(self, allocation_id)
+        self.access.authorize_allocation(allocation_id)
         self.master.allocations.ack_preemption(allocation_id)
         self.send({})
 
@@ -213,7 +191,7 @@ class AllocationNoopHandler(DetHandler):
     @api()
     def post(self, allocation_id: str, _what: str) -> None:
         self.require_allocation(allocation_id)
-        authorize_allocation(self, allocation_id)
+        self.access.authorize_allocation(allocation_id)
         self.send({})
 
 
@@ -226,11 +204,11 @@ class RendezvousHandler(DetHandler):
         """Every container's address and slots, and the rank of the one asking
         (``DET_RESOURCES_ID`` is ``<allocation>.r<rank>``)."""
         self.require_allocation(allocation_id)
-        authorize_allocation(self, allocation_id)
+        self.access.authorize_allocation(allocation_id)
         alloc = self.master.allocations.get(allocation_id)
         placement = alloc.placement or [[alloc.agent_id, alloc.slot_ids or []]]
-        agents = self.master.rm.agents
-        addresses = [agents[a].address if a in agents else "127.0.0.1" for a, _ in placement]
+        known = {agent["id"]: agent["address"] for agent in self.master.rm.describe()}
+        addresses = [known.get(a, "127.0.0.1") for a, _ in placement]
         _, _, rank = resources_id.rpartition(".r")
         self.send({"rendezvousInfo": {
             "addresses": addresses, "rank": int(rank) if rank.isdigit() else 0,
@@ -248,7 +226,7 @@ class AllGatherHandler(DetHandler):
     @api(body=obj(data=ANY, allocationId=string(), numPeers=integer(), requestUuid=string()))
     def post(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
-        authorize_allocation(self, allocation_id)
+        self.access.authorize_allocation(allocation_id)
         data = self.body_json().get("data")
         self.send({"data": [data]})
 

@@ -8,16 +8,11 @@ in a list.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-import yaml
-
-from ..config import parse_yaml
-from ..config._merge import merge_template
+from .. import names as _names
 from ..errors import InvalidRequest, NotFound
 from ..services.access.authz import Perm
-from ..services.common import names as _names
 from ..services.experiments.templates import Template, check_name
 from . import _serialize as ser
 from ._api import ORDER_BY, Q, api, echo, ident, name, obj, service_checked, string
@@ -49,22 +44,6 @@ def expand_config(handler: DetHandler, name: str, config: object) -> dict[str, A
         raise InvalidRequest("config must be an object (the task's config) to apply a template to it")
     handler.authorize_template(name, Perm.VIEW_TEMPLATES)
     return handler.master.templates.expand(name, config)
-
-
-async def expand_config_text(handler: DetHandler, name: str, config_text: str) -> str:
-    """An experiment's YAML config text with template ``name`` merged in, as YAML again (the
-    expanded config is what gets stored, so later template edits do not change it). Parsing,
-    merging and dumping run in threads (a config may be megabytes); the permission check and
-    the template's read stay on the loop."""
-    loop = asyncio.get_running_loop()
-    config = await loop.run_in_executor(None, parse_yaml, config_text)
-    handler.authorize_template(name, Perm.VIEW_TEMPLATES)
-    template = handler.master.templates.get(name).config
-    return await loop.run_in_executor(None, _merged_yaml, template, config)
-
-
-def _merged_yaml(template: dict[str, Any], config: dict[str, Any]) -> str:
-    return yaml.safe_dump(merge_template(template, config), sort_keys=False)
 
 
 def launch_template_name(body: dict[str, Any]) -> str | None:

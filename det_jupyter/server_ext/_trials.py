@@ -14,6 +14,7 @@ from ..services.checkpoints import order as ckorder
 from ..services.common.states import TERMINAL, State
 from ..services.experiments.unmanaged import patched_state
 from ..services.metrics.service import parse_report, parse_reports
+from ..services.metrics.timeseries import SeriesQuery
 from . import _serialize as ser
 from ._api import ANY_OBJECT, MAX_ID, Q, api, array, echo, integer, obj, paging, string
 from ._base import DetHandler
@@ -100,7 +101,7 @@ class TrialMetricsHandler(DetHandler):
         )
         # A continued unmanaged trial's new run replaces what its earlier runs reported from here.
         self.master.experiments.unmanaged.rewind_for(tid, m.get("trialRunId"), report.group, report.steps_completed)
-        self.master.report_metrics(tid, m.get("trialRunId"), [report])
+        self.master.reports.report(tid, m.get("trialRunId"), [report])
         self.send({})
 
 
@@ -119,7 +120,7 @@ class TrialMetricsBatchHandler(DetHandler):
         self.authorize_trial(tid)
         body = await self.body_json_async()
         parsed = parse_reports(body.get("reports"), time.time())
-        self.master.report_metrics(tid, body.get("trialRunId"), parsed)
+        self.master.reports.report(tid, body.get("trialRunId"), parsed)
         self.send({"accepted": len(parsed)})
 
 
@@ -388,25 +389,9 @@ class TimeSeriesHandler(DetHandler):
             wanted.setdefault(g, []).append(name)
         max_points = self.int_arg("maxDatapoints", 0) or 0
         start, end = self.int_arg("startBatches"), self.int_arg("endBatches")
-        histories = None
-        asked = [(g, name) for g, names in wanted.items() for name in names]
-        if len(asked) == 1 and len(trial_ids) <= 10 and not max_points and start is None and end is None:
-            # Whole histories of one metric of a few trials (a trial's page): read with the
-            # trials, one round trip on PostgreSQL.
-            views, histories = self.master.views.trials_with_history(trial_ids, *asked[0])
-        else:
-            views, _ = self.master.views.trials(trial_ids=trial_ids, count=False)
-        # Others' trials: as if absent. Filtering is the check, also when no trial is found.
-        self.mark_checked()
-        views = [v for v in views if self._may_see(v.row.experiment_id)]
-        found = [v.row.id for v in views]
-        # The views' rows (by id: every column) give what the stored series are checked against.
-        known = [(v.row.id, v.row.summary, v.row.report_counts) for v in views]
-        by_group = {
-            g: self.master.metrics.series(found, g, names, max_points=max_points, known=known,
-                                          start=start, end=end, histories=histories)
-            for g, names in wanted.items()
-        }
+        query = SeriesQuery(trial_ids, wanted, max_points, start, end)
+        found = self.master.time_series.query(self.access, query)
+        views, by_group = found.views, found.by_group
         types = {g: next((k for k, val in _METRIC_TYPES.items() if val == g), "METRIC_TYPE_UNSPECIFIED")
                  for g in by_group}
         out = []
@@ -418,7 +403,3 @@ class TimeSeriesHandler(DetHandler):
             trial = json.dumps(ser.trial(v.row, alloc_states=v.alloc_states), separators=(",", ":"))
             out.append(f'{{"trial":{trial},"metrics":[{metrics}]}}')
         self.send_text('{"trials":[' + ",".join(out) + "]}")
-
-    def _may_see(self, experiment_id: int) -> bool:
-        # By experiment, not trial: the lookup is cached, and a chart's trials share a few.
-        return self.grants.can(self.perm, self.master.rbac.workspace_of_experiment(experiment_id))

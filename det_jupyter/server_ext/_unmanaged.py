@@ -8,18 +8,19 @@ heartbeats) are in ``_experiments`` and ``_trials``, beside the managed verbs of
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from .. import names as _names
 from ..errors import Forbidden, InvalidRequest
 from ..services.access.authz import Perm
 from ..services.accounts.auth import AllocationPrincipal
-from ..services.common import names as _names
 from . import _serialize as ser
 from ._api import ANY_OBJECT, BOOL, api, array, echo, ident, integer, obj, string, text
 from ._base import CONTEXT_HINT, MAX_BODY, DetHandler
-from ._experiments import CREATE_EXPERIMENT, exp_json, get_view, prepare_create
+from ._experiments import CREATE_EXPERIMENT, exp_json, get_view, submission
 from ._json import checked_json
-from ._tasks import CHECKPOINT_FIELDS, CheckpointsHandler, authorize_task
+from ._tasks import CHECKPOINT_FIELDS, CheckpointsHandler
 from ._trials import trial_view
 
 MAX_EXTERNAL_ID = 255
@@ -56,7 +57,8 @@ class ExperimentByExternalIdHandler(DetHandler):
         ext = external_id("external experiment id", external_experiment_id)
         body = await self.body_json_async()
         _require_unmanaged(body, "experiments")
-        prepared, project_id = await prepare_create(self, body, unmanaged=True)
+        sub = dataclasses.replace(submission(body, unmanaged=True), validate_only=False)
+        prepared, project_id = await self.master.submission.prepare(self.access, sub)
         service = self.master.experiments.unmanaged
         exp_id, created = service.put_experiment(self.user, prepared, project_id, ext)
         if not created:
@@ -127,7 +129,7 @@ class ShippedLogsHandler(DetHandler):
         unmanaged = self.master.experiments.unmanaged
         trials: dict[str, int | None] = {}
         for task_id in sorted({line["task_id"] for line in lines}):
-            authorize_task(self, task_id)  # all checked before any is written
+            self.access.authorize_task_kind(task_id)  # all checked before any is written
             trial_id, _ = unmanaged.trial_of_task(task_id) if task_id.split(".", 1)[0].isdigit() else (None, False)
             trials[task_id] = trial_id
         self.mark_checked()  # each line's task was checked above (an empty list writes nothing)

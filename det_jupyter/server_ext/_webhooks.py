@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..errors import Forbidden, InvalidRequest, NotFound
+from ..errors import InvalidRequest
 from ..services.access.authz import Perm
 from ..services.webhooks import payloads as wp
 from ..services.webhooks.service import Webhook
@@ -59,13 +59,10 @@ def authorize_edit(handler: DetHandler, workspace_id: int | None, *, creating: b
     if workspace_id is not None:
         handler.authorize_workspace(workspace_id, EDIT)
         return
-    handler.mark_checked()
-    if handler.grants.can(EDIT):
-        return
-    if not creating and not handler.grants.can(VIEW):
-        raise NotFound(f"{handler.request.path}: webhook not found")  # hidden from its list too
-    raise Forbidden("a global webhook (no workspaceId) needs a cluster-wide role that may create "
-                    "experiments (ClusterAdmin); give a workspaceId for a workspace's webhook")
+    handler.access.authorize_global(
+        EDIT, VIEW, f"{handler.request.path}: webhook", creating=creating,  # hidden from its list too
+        refusal="a global webhook (no workspaceId) needs a cluster-wide role that may create "
+                "experiments (ClusterAdmin); give a workspaceId for a workspace's webhook")
 
 
 def _hook(handler: DetHandler, webhook_id: str) -> Webhook:

@@ -7,7 +7,6 @@ from typing import Any
 from . import (
     _auth,
     _checkpoint_metadata,
-    _cluster,
     _commands,
     _experiment_admin,
     _experiment_labels,
@@ -19,7 +18,6 @@ from . import (
     _notebooks,
     _openapi,
     _proxy,
-    _proxy_origin,
     _rbac,
     _shells,
     _tasks,
@@ -31,6 +29,8 @@ from . import (
     _users,
     _webhooks,
     _workspaces,
+    cluster,
+    proxy_server,
 )
 from ._base import NotFoundHandler
 
@@ -40,10 +40,10 @@ _TASK = r"([^/]+)"
 ROUTES: list[tuple[str, Any]] = [
     (r"/info", _auth.InfoHandler),
     (r"/det-jupyter/session", _lab.LabSessionHandler),
-    (r"/proxy/([^/]+)/(.*)", _proxy_origin.MasterProxyHandler),  # 307 to the proxy's origin
+    (r"/proxy/([^/]+)/(.*)", proxy_server.MasterProxyHandler),  # 307 to the proxy's origin
     (r"/proxy/([^/]+)", _proxy.ProxyRootHandler),
     (r"/det-jupyter/tunnel/([^/]+)", _shells.ShellTunnelHandler),
-    (r"/agents", _cluster.AgentSocket),
+    (r"/agents", cluster.AgentSocket),
     (r"/task-logs", _unmanaged.ShippedLogsHandler),  # core_v2's log shipper (0.38.1's path)
     (r"/api/v1/master", _auth.MasterHandler),
     (r"/api/v1/auth/login", _auth.LoginHandler),
@@ -93,18 +93,18 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/checkpoints", _unmanaged.ReportedCheckpointsHandler),
     (r"/api/v1/checkpoints/([0-9a-fA-F-]+)/metadata", _checkpoint_metadata.CheckpointMetadataHandler),
     (r"/api/v1/checkpoints/([0-9a-fA-F-]+)", _tasks.CheckpointHandler),
-    (r"/api/v1/agents", _cluster.AgentsHandler),
-    (r"/api/v1/agents/([^/]+)", _cluster.AgentHandler),
-    (r"/api/v1/agents/([^/]+)/(enable|disable)", _cluster.AgentEnableHandler),
-    (r"/api/v1/agents/([^/]+)/slots/([^/]+)/(enable|disable)", _cluster.SlotEnableHandler),
-    (r"/api/v1/tasks", _cluster.TasksHandler),
-    (r"/api/v1/det-jupyter/scheduler-stats", _cluster.SchedulerStatsHandler),
+    (r"/api/v1/agents", cluster.AgentsHandler),
+    (r"/api/v1/agents/([^/]+)", cluster.AgentHandler),
+    (r"/api/v1/agents/([^/]+)/(enable|disable)", cluster.AgentEnableHandler),
+    (r"/api/v1/agents/([^/]+)/slots/([^/]+)/(enable|disable)", cluster.SlotEnableHandler),
+    (r"/api/v1/tasks", cluster.TasksHandler),
+    (r"/api/v1/det-jupyter/scheduler-stats", cluster.SchedulerStatsHandler),
     (r"/api/v1/job-queues", _jobs.JobQueueUpdateHandler),
     (r"/api/v1/commands", _commands.CommandsHandler),
     (r"/api/v1/commands/([^/]+)", _commands.CommandHandler),
     (r"/api/v1/commands/([^/]+)/kill", _commands.CommandKillHandler),
     (r"/api/v1/commands/([^/]+)/set_priority", _commands.CommandPriorityHandler),
-    (r"/api/v1/resource-pools", _cluster.ResourcePoolsHandler),
+    (r"/api/v1/resource-pools", cluster.ResourcePoolsHandler),
     (r"/api/v1/notebooks", _notebooks.NotebooksHandler),
     (r"/api/v1/notebooks/([^/]+)", _notebooks.NotebookHandler),
     (r"/api/v1/notebooks/([^/]+)/kill", _notebooks.NotebookKillHandler),

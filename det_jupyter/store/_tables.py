@@ -289,7 +289,7 @@ CHART_INDEXES = {
                            postgresql_where=sa.text("lod >= 3")).ddl_if(dialect="postgresql"),
 }
 
-# Each metric's chart points, encoded at ingestion (services/_metric_series.py), by blocks of
+# Each metric's chart points, encoded at ingestion (store/metrics/_series.py), by blocks of
 # a group's reports: the part of each point every metric shares, once per report (``heads``),
 # and each metric's own part (``members``), newline-separated in arrival order, with their
 # numbers. A chart of a whole history reads these few rows instead of every report's JSON,

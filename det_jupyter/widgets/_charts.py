@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as w
 import plotly.graph_objects as go
 
-from det_jupyter.services.common.names import visible
+from det_jupyter.names import visible
 
 from ._views import plot_text
 

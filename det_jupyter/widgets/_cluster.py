@@ -8,7 +8,7 @@ from typing import Any
 import ipywidgets as w
 
 from det_jupyter.client import Determined, NotFound
-from det_jupyter.services.common.names import visible
+from det_jupyter.names import visible
 
 from . import _views as v
 from ._base import LiveWidget, session

@@ -7,7 +7,7 @@ from typing import Any
 import ipywidgets as w
 
 from det_jupyter.client import Determined
-from det_jupyter.services.common.names import visible
+from det_jupyter.names import visible
 
 from . import _views as v
 from ._base import DEFAULT_INTERVAL, LiveWidget, enable_actions, verb_buttons

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from det_jupyter.services.common.names import visible
+from det_jupyter.names import visible
 
 TERMINAL = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 _RUNNING_LIKE = frozenset({"ACTIVE", "QUEUED", "STARTING", "RUNNING", "PULLING"})
@@ -164,7 +164,7 @@ def _asha_units(searcher: Mapping[str, Any]) -> tuple[list[int], str | None]:
     """The rungs' time-metric thresholds of an ``adaptive_asha`` searcher (its deepest
     bracket's; shallower brackets use a suffix of them), and the time metric (``None``:
     ``steps_completed``, the legacy ``max_length``)."""
-    from det_jupyter.searcher._brackets import max_rungs, rung_units
+    from det_jupyter.searcher import max_rungs, rung_units
 
     divisor = float(searcher.get("divisor") or 4)
     if searcher.get("max_time") is not None:

@@ -9,16 +9,19 @@ import asyncio
 import pytest
 import sqlalchemy as sa
 
+from det_agent.wire import Hello, KillTask, Slot, parse_agent_frame
 from det_jupyter.rm.agents import AgentRM
+from det_jupyter.rm.base import ResourceManager
 from det_jupyter.services.accounts.auth import AuthService
 from det_jupyter.services.allocation.logs import LogService
 from det_jupyter.services.allocation.service import AllocationService, Container
 from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.common.late import Late
 
 from ._rows import make_world
 from .test_store_allocations import RecordingOwner, request
 
-SLOTS = [{"id": 0, "type": "cpu"}, {"id": 1, "type": "cpu"}]
+SLOTS = (Slot(0, "cpu", "cpu"), Slot(1, "cpu", "cpu"))
 
 
 @pytest.fixture
@@ -27,20 +30,26 @@ def owner() -> RecordingOwner:
 
 
 @pytest.fixture
-def allocs(engine: sa.Engine, clock: FakeClock, owner: RecordingOwner) -> AllocationService:
+def launcher() -> Late[ResourceManager]:
+    return Late("the resource manager")
+
+
+@pytest.fixture
+def allocs(engine: sa.Engine, clock: FakeClock, owner: RecordingOwner,
+           launcher: Late[ResourceManager]) -> AllocationService:
     auth = AuthService(engine, clock)
     auth.bootstrap("Bootstr4p-pw")
-    service = AllocationService(engine, clock, auth)
-    service.owner = owner
-    return service
+    return AllocationService(engine, clock, auth, owner=Late.of("owner", owner),
+                             launcher=launcher)
 
 
-def _cluster(allocs: AllocationService, engine: sa.Engine, clock: FakeClock) -> tuple[AgentRM, dict[str, list]]:
+def _cluster(allocs: AllocationService, engine: sa.Engine, clock: FakeClock,
+             launcher: Late[ResourceManager]) -> tuple[AgentRM, dict[str, list]]:
     rm = AgentRM(allocs, LogService(engine, clock), clock)
-    allocs.launcher = rm
+    launcher.bind(rm)
     sent: dict[str, list] = {"a": [], "b": []}
     for agent_id, frames in sent.items():
-        assert rm.hello(agent_id, {"slots": SLOTS, "running": []}, frames.append) is None
+        assert rm.hello(agent_id, Hello(agent_id, "", SLOTS, (), "", ""), frames.append) is None
     return rm, sent
 
 
@@ -58,10 +67,11 @@ async def _turn() -> None:
 
 
 def test_leaving_preempts_trials_kills_the_rest_and_exits_are_preemptions(
-    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, owner: RecordingOwner
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, owner: RecordingOwner,
+    launcher: Late[ResourceManager],
 ) -> None:
     async def scenario() -> None:
-        rm, sent = _cluster(allocs, engine, clock)
+        rm, sent = _cluster(allocs, engine, clock, launcher)
         _, _, trial_id = make_world(engine)
         trial = request(engine, allocs, "trial-task", trial_id)
         command = request(engine, allocs, "command-task")
@@ -69,17 +79,17 @@ def test_leaving_preempts_trials_kills_the_rest_and_exits_are_preemptions(
         _place(rm, allocs, command, ("a", 1))
         await _turn()
 
-        rm.handle("a", {"type": "leaving", "timeout_s": 5})
+        rm.handle("a", parse_agent_frame({"type": "leaving", "timeout_s": 5}))
         assert allocs.get(trial).preempt_requested
         assert await allocs.wait_preemption(trial, 0) is True
-        assert {"type": "kill_task", "allocation_id": command} in sent["a"]
+        assert KillTask(command) in sent["a"]
         snapshot = {a.agent_id: a.enabled for a in rm.snapshot().agents}
         assert snapshot == {"a": False, "b": True}, "nothing more is placed on a leaving agent"
         assert [a["draining"] for a in rm.describe()] == [True, False]
 
-        rm.handle("a", {"type": "task_exited", "allocation_id": command, "exit_code": 137})
-        rm.handle("a", {"type": "task_exited", "allocation_id": trial, "exit_code": 137,
-                        "reason": "killed"})
+        rm.handle("a", parse_agent_frame({"type": "task_exited", "allocation_id": command, "exit_code": 137}))
+        rm.handle("a", parse_agent_frame({"type": "task_exited", "allocation_id": trial, "exit_code": 137,
+                        "reason": "killed"}))
         await _turn()
         assert sorted((a, code) for a, code, _ in owner.exits) == sorted([(trial, None), (command, None)])
         assert "agent a stopped (killed)" in dict((a, r) for a, _, r in owner.exits)[trial]
@@ -88,16 +98,17 @@ def test_leaving_preempts_trials_kills_the_rest_and_exits_are_preemptions(
 
 
 def test_an_exit_0_from_a_leaving_agent_stays_an_exit_0(
-    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, owner: RecordingOwner
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, owner: RecordingOwner,
+    launcher: Late[ResourceManager],
 ) -> None:
     """A trial that acked its preemption exits 0 (its owner queues it again, seeing the ack);
     one that finished meanwhile is complete."""
     async def scenario() -> None:
-        rm, _ = _cluster(allocs, engine, clock)
+        rm, _ = _cluster(allocs, engine, clock, launcher)
         alloc = request(engine, allocs, "command-task")
         _place(rm, allocs, alloc, ("a", 0))
-        rm.handle("a", {"type": "leaving", "timeout_s": 5})
-        rm.handle("a", {"type": "task_exited", "allocation_id": alloc, "exit_code": 0})
+        rm.handle("a", parse_agent_frame({"type": "leaving", "timeout_s": 5}))
+        rm.handle("a", parse_agent_frame({"type": "task_exited", "allocation_id": alloc, "exit_code": 0}))
         await _turn()
         assert owner.exits == [(alloc, 0, None)]
 
@@ -105,19 +116,20 @@ def test_an_exit_0_from_a_leaving_agent_stays_an_exit_0(
 
 
 def test_a_leaving_agent_that_disconnects_is_gone_at_once_and_its_gang_ends_as_preempted(
-    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, owner: RecordingOwner
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, owner: RecordingOwner,
+    launcher: Late[ResourceManager],
 ) -> None:
     async def scenario() -> None:
-        rm, sent = _cluster(allocs, engine, clock)
+        rm, sent = _cluster(allocs, engine, clock, launcher)
         _, _, trial_id = make_world(engine)
         gang = request(engine, allocs, "trial-task", trial_id)
         _place(rm, allocs, gang, ("a", 0), ("b", 0))
         await _turn()
-        rm.handle("a", {"type": "leaving", "timeout_s": 5})
+        rm.handle("a", parse_agent_frame({"type": "leaving", "timeout_s": 5}))
         rm.disconnected("a")  # killed before it could report its task's exit
         assert "a" not in rm.agents, "no reconnect wait for an agent that said it leaves"
-        assert {"type": "kill_task", "allocation_id": gang} in sent["b"]
-        rm.handle("b", {"type": "task_exited", "allocation_id": gang, "exit_code": 137})
+        assert KillTask(gang) in sent["b"]
+        rm.handle("b", parse_agent_frame({"type": "task_exited", "allocation_id": gang, "exit_code": 137}))
         await _turn()
         assert [(a, code) for a, code, _ in owner.exits] == [(gang, None)]
         assert allocs.get(gang).state == "TERMINATED"
@@ -126,17 +138,18 @@ def test_a_leaving_agent_that_disconnects_is_gone_at_once_and_its_gang_ends_as_p
 
 
 def test_without_leaving_a_kill_is_a_failure_and_a_disconnect_waits(
-    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, owner: RecordingOwner
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, owner: RecordingOwner,
+    launcher: Late[ResourceManager],
 ) -> None:
     """The same events from an agent that did not say it leaves (the contrast)."""
     async def scenario() -> None:
-        rm, _ = _cluster(allocs, engine, clock)
+        rm, _ = _cluster(allocs, engine, clock, launcher)
         alloc = request(engine, allocs, "command-task")
         _place(rm, allocs, alloc, ("a", 0))
         rm.disconnected("a")
         assert "a" in rm.agents  # waits for a reconnect
         rm._lost_timers.pop("a").cancel()
-        rm.handle("a", {"type": "task_exited", "allocation_id": alloc, "exit_code": 137})
+        rm.handle("a", parse_agent_frame({"type": "task_exited", "allocation_id": alloc, "exit_code": 137}))
         await _turn()
         assert [(a, code) for a, code, _ in owner.exits] == [(alloc, 137)]
 

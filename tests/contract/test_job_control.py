@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from det_jupyter.config.resources import parse_resources
 from det_jupyter.errors import InvalidRequest, NotFound
-from det_jupyter.rm.config import parse_resources
 from det_jupyter.services.accounts.auth import User
 from det_jupyter.services.jobs.control import JobControl, QueueUpdate
 from det_jupyter.store import tables as t

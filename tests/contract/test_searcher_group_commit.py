@@ -19,12 +19,15 @@ import sqlalchemy as sa
 from det_jupyter import config as expconf
 from det_jupyter.composition_root import Master, MasterSettings
 from det_jupyter.services.accounts.auth import AuthService, User
-from det_jupyter.services.allocation.service import AllocationService
+from det_jupyter.services.allocation.service import AllocationOwner, AllocationService
 from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.common.identity import MasterIdentity
+from det_jupyter.services.common.late import Late
+from det_jupyter.services.experiments.reports import TrialReports
 from det_jupyter.services.experiments.searcher_batch import SearcherBatcher
 from det_jupyter.services.experiments.searcher_log import SearcherEvent, SearcherLog
 from det_jupyter.services.experiments.service import ExperimentService
-from det_jupyter.services.experiments.trials import MasterIdentity, TrialService
+from det_jupyter.services.experiments.trials import TrialService
 from det_jupyter.services.metrics.service import Report
 from det_jupyter.store import tables as t
 from tests.contract._rows import make_project
@@ -53,12 +56,15 @@ def world(engine: sa.Engine, clock: FakeClock) -> World:
     launcher: a stopped trial's pending allocation ends at once and closes the trial)."""
     auth = AuthService(engine, clock)
     auth.bootstrap("Pw-12345678")
-    allocs = AllocationService(engine, clock, auth)
+    owner: Late[AllocationOwner] = Late("the allocations' owner")
+    allocs = AllocationService(engine, clock, auth, owner=owner, launcher=Late("no resource manager"))
     identity = MasterIdentity(url="http://127.0.0.1:8080", master_id="m-1", cluster_id="c-1")
-    trials = TrialService(engine, clock, allocs, identity)
+    trials_late: Late[TrialService] = Late("trials")
     experiments = ExperimentService(engine, clock, expconf.MasterDefaults(
-        checkpoint_storage={"type": "shared_fs", "host_path": "/tmp/det-contract-ckpts"}))
-    experiments.trials, trials.experiments, allocs.owner = trials, experiments, trials
+        checkpoint_storage={"type": "shared_fs", "host_path": "/tmp/det-contract-ckpts"}), trials=trials_late)
+    trials = TrialService(engine, clock, allocs, identity, experiments=experiments)
+    trials_late.bind(trials)
+    owner.bind(trials)
     user = auth.user_by_name("admin")
     return World(engine, experiments, user, make_project(engine, user.id))
 
@@ -225,7 +231,8 @@ def test_the_master_feeds_one_loop_turn_of_validations_as_one_group(engine: sa.E
         user = master.auth.user_by_name("admin")
         batched, direct = (master.experiments.create(user, CONFIG, [])[0].id for _ in range(2))
         recorder = RecordingFeed(master.experiments.searcher_events_many)
-        master.searcher_batch = SearcherBatcher(recorder)
+        batch = SearcherBatcher(recorder)
+        reports = TrialReports(master.metrics, master.webhooks, batch)
 
         def report_round(exp_id: int) -> None:
             with engine.connect() as conn:
@@ -234,15 +241,15 @@ def test_the_master_feeds_one_loop_turn_of_validations_as_one_group(engine: sa.E
                     .where(t.trials.c.experiment_id == exp_id).order_by(t.trials.c.id)
                 ).all()
             for trial_id, rid in live:
-                master.report_metrics(trial_id, None, [Report("validation", 2, _validation(rid, 2).metrics, 0.0)])
+                reports.report(trial_id, None, [Report("validation", 2, _validation(rid, 2).metrics, 0.0)])
 
         loop_turn: list[Callable[[], None]] = []
-        master.searcher_batch.schedule = loop_turn.append
+        batch.schedule = loop_turn.append
         report_round(batched)
         assert len(loop_turn) == 1 and recorder.groups == []  # one flush pending, nothing fed yet
         loop_turn.pop()()
         assert recorder.groups == [(batched, 3)]
-        master.searcher_batch.schedule = None
+        batch.schedule = None
         report_round(direct)  # no hook: fed before report_metrics returns, as callers expect
         assert recorder.groups[1:] == [(direct, 1)] * 3
         assert _state(engine, batched)["searcher"] == _state(engine, direct)["searcher"]

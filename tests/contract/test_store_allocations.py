@@ -7,31 +7,36 @@ import asyncio
 import pytest
 import sqlalchemy as sa
 
+from det_agent.wire import Hello, KillTask, Slot, StartTask, TaskSpec
 from det_jupyter.errors import Conflict, NotFound, Unauthenticated
+from det_jupyter.rm.base import ResourceManager
 from det_jupyter.services.accounts.auth import AuthService, token_hash
 from det_jupyter.services.allocation.service import AllocationService, Container, Gang
 from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.common.late import Late
 from det_jupyter.store import tables as t
 
 from ._rows import make_world
 
 
 class RecordingOwner:
-    """An allocation owner that hands the token back in the spec and records exits."""
+    """An allocation owner that hands the token, agent, rank and port back in the spec's env
+    and records exits."""
 
     def __init__(self) -> None:
         self.exits: list[tuple[str, int | None, str | None]] = []
 
-    def build_specs(self, alloc: sa.Row, gang: Gang, token: str, **_: object) -> list[dict]:
-        return [{"allocation_id": alloc.allocation_id, "agent_id": c.agent_id, "rank": rank,
-                 "token": token, "port": gang.rendezvous_port}
+    def build_specs(self, alloc: sa.Row, gang: Gang, token: str, **_: object) -> list[TaskSpec]:
+        return [TaskSpec(alloc.task_id, alloc.allocation_id, "COMMAND", "true",
+                         {"AGENT": c.agent_id, "RANK": str(rank), "TOKEN": token,
+                          "PORT": str(gang.rendezvous_port)}, c.slot_ids, {})
                 for rank, c in enumerate(gang.containers)]
 
     def allocation_exited(self, alloc: sa.Row, exit_code: int | None, reason: str | None,
                           conn: sa.Connection | None = None) -> None:
         self.exits.append((alloc.allocation_id, exit_code, reason))
 
-    def build_specs_many(self, runs: list, conn: sa.Connection) -> dict[str, list[dict]]:
+    def build_specs_many(self, runs: list, conn: sa.Connection) -> dict[str, list[TaskSpec]]:
         return {alloc.allocation_id: self.build_specs(alloc, gang, token) for alloc, gang, token in runs}
 
     def allocations_exited(self, ended: list, conn: sa.Connection) -> list[None]:
@@ -44,12 +49,16 @@ def owner() -> RecordingOwner:
 
 
 @pytest.fixture
-def allocs(engine: sa.Engine, clock: FakeClock, owner: RecordingOwner) -> AllocationService:
+def launcher() -> Late[ResourceManager]:
+    return Late("the resource manager")
+
+
+@pytest.fixture
+def allocs(engine: sa.Engine, clock: FakeClock, owner: RecordingOwner,
+           launcher: Late[ResourceManager]) -> AllocationService:
     auth = AuthService(engine, clock)
     auth.bootstrap("Bootstr4p-pw")
-    service = AllocationService(engine, clock, auth)
-    service.owner = owner
-    return service
+    return AllocationService(engine, clock, auth, owner=Late.of("owner", owner), launcher=launcher)
 
 
 def request(engine: sa.Engine, allocs: AllocationService, task_id: str, trial_id: int | None = None) -> str:
@@ -64,7 +73,7 @@ def place(allocs: AllocationService, allocation_id: str, *, running: bool = True
     assert specs is not None
     if running:
         allocs.started(allocation_id)
-    return specs[0]["token"]
+    return specs[0].env["TOKEN"]
 
 
 def test_request_creates_pending_rows_with_increasing_ids(
@@ -91,7 +100,7 @@ def test_request_is_part_of_the_callers_transaction(allocs: AllocationService, e
 def test_assign_then_start(allocs: AllocationService, engine: sa.Engine) -> None:
     alloc_id = request(engine, allocs, "task-a")
     specs = allocs.assign(alloc_id, [Container("agent-1", (0, 1))])
-    assert specs is not None and specs[0]["token"]
+    assert specs is not None and specs[0].env["TOKEN"]
     row = allocs.get(alloc_id)
     assert (row.state, row.agent_id, row.slot_ids) == ("ASSIGNED", "agent-1", [0, 1])
     assert allocs.assign(alloc_id, [Container("agent-2", (0,))]) is None  # placed once only
@@ -187,7 +196,7 @@ class RecordingLauncher:
         self.kills: list[tuple[str, str]] = []
         self.releases: list[tuple[str, str | None]] = []
 
-    def start(self, agent_id: str, allocation_id: str, spec: dict) -> None:
+    def start(self, agent_id: str, spec: TaskSpec) -> None:
         pass
 
     def kill(self, agent_id: str, allocation_id: str) -> None:
@@ -206,27 +215,27 @@ def test_a_gang_gets_one_spec_per_container_and_distinct_ports(
     first, second = request(engine, allocs, "task-a"), request(engine, allocs, "task-b")
     specs = allocs.assign(first, [Container("agent-1", (0, 1), "10.0.0.1"), Container("agent-2", (3,), "10.0.0.2")])
     assert specs is not None
-    assert [(s["agent_id"], s["rank"]) for s in specs] == [("agent-1", 0), ("agent-2", 1)]
+    assert [(s.env["AGENT"], s.env["RANK"]) for s in specs] == [("agent-1", "0"), ("agent-2", "1")]
     row = allocs.get(first)
     assert (row.agent_id, row.slot_ids, row.placement) == ("agent-1", [0, 1], [["agent-1", [0, 1]], ["agent-2", [3]]])
     assert sorted(allocs.live_on("agent-2")) == [first]
     other = allocs.assign(second, [Container("agent-1", (2,))])
-    assert other is not None and other[0]["port"] != specs[0]["port"]
+    assert other is not None and other[0].env["PORT"] != specs[0].env["PORT"]
 
 
 def test_a_gang_ends_when_every_container_exited_and_a_failure_kills_the_rest(
-    allocs: AllocationService, engine: sa.Engine, owner: RecordingOwner
+    allocs: AllocationService, engine: sa.Engine, owner: RecordingOwner, launcher: Late[ResourceManager]
 ) -> None:
-    launcher = RecordingLauncher()
-    allocs.launcher = launcher
+    recording = RecordingLauncher()
+    launcher.bind(recording)
     alloc_id = request(engine, allocs, "task-a")
     gang = [Container("agent-1", (0,)), Container("agent-2", (0,)), Container("agent-3", (0,))]
     assert allocs.assign(alloc_id, gang) is not None
     allocs.started(alloc_id)
     allocs.exited(alloc_id, 0, None, agent_id="agent-3")
-    assert allocs.get(alloc_id).state == "RUNNING" and launcher.kills == []
+    assert allocs.get(alloc_id).state == "RUNNING" and recording.kills == []
     allocs.exited(alloc_id, 2, "worker crashed", agent_id="agent-2")
-    assert launcher.kills == [("agent-1", alloc_id)]  # the failure stops the survivors
+    assert recording.kills == [("agent-1", alloc_id)]  # the failure stops the survivors
     assert allocs.get(alloc_id).state == "RUNNING"
     allocs.exited(alloc_id, 2, "worker crashed", agent_id="agent-2")  # a repeated frame
     allocs.exited(alloc_id, -9, "killed", agent_id="agent-1")
@@ -234,7 +243,7 @@ def test_a_gang_ends_when_every_container_exited_and_a_failure_kills_the_rest(
     assert (row.state, row.exit_code) == ("TERMINATED", 2)
     assert "agent-2" in row.exit_reason
     assert owner.exits == [(alloc_id, 2, row.exit_reason)]
-    assert ("agent-3" in {a for _, a in launcher.releases})
+    assert ("agent-3" in {a for _, a in recording.releases})
 
 
 def test_the_scheduler_view_stays_warm_and_heals_after_a_rollback(
@@ -256,7 +265,7 @@ def test_the_scheduler_view_stays_warm_and_heals_after_a_rollback(
 
 
 def test_an_agent_back_after_a_restart_ends_what_died_with_it(
-    allocs: AllocationService, engine: sa.Engine, clock: FakeClock
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, launcher: Late[ResourceManager]
 ) -> None:
     """On hello the master keeps what the agent still runs, kills what it does not know, and
     ends what the agent no longer runs (its process restarted, so the tasks died with it)."""
@@ -264,28 +273,30 @@ def test_an_agent_back_after_a_restart_ends_what_died_with_it(
     from det_jupyter.services.allocation.logs import LogService
 
     rm = AgentRM(allocs, LogService(engine, clock), clock)
-    allocs.launcher = rm
-    sent: list[dict] = []
-    slots = [{"id": 0, "type": "cpu"}, {"id": 1, "type": "cpu"}]
-    assert rm.hello("agent-1", {"slots": slots, "running": []}, sent.append) is None
+    launcher.bind(rm)
+    sent: list = []
+    slots = (Slot(0, "cpu", "cpu"), Slot(1, "cpu", "cpu"))
+    assert rm.hello("agent-1", Hello("agent-1", "", slots, (), "", ""), sent.append) is None
     kept, died = request(engine, allocs, "task-a"), request(engine, allocs, "task-b")
     allocs.assign(kept, [Container("agent-1", (0,))])
     allocs.assign(died, [Container("agent-1", (1,))])
 
-    assert rm.hello("agent-1", {"slots": slots, "running": [kept, "ghost.1"]}, sent.append) is None
-    assert sent == [{"type": "kill_task", "allocation_id": "ghost.1"}]
+    assert rm.hello("agent-1", Hello("agent-1", "", slots, (kept, "ghost.1"), "", ""), sent.append) is None
+    assert sent == [KillTask("ghost.1")]
     assert allocs.get(kept).state == "ASSIGNED"
     ended = allocs.get(died)
     assert ended.state == "TERMINATED" and "restarted" in ended.exit_reason
     assert rm.agents["agent-1"].used == {kept: [0]}
-    refused = rm.hello("agent-2", {"slots": slots, "resource_pool": "gpu"}, sent.append)
+    refused = rm.hello("agent-2", Hello("agent-2", "gpu", slots, (), "", ""), sent.append)
     assert refused is not None and "resource pool 'gpu' does not exist" in refused
 
 
-def test_preempt_and_kill_by_state(allocs: AllocationService, engine: sa.Engine, owner: RecordingOwner) -> None:
+def test_preempt_and_kill_by_state(allocs: AllocationService, engine: sa.Engine, owner: RecordingOwner,
+                                   launcher: Late[ResourceManager]) -> None:
     """Preempt and kill are one conditional UPDATE where the allocation has started; a pending
     one ends instead, and an ended one is left as it is."""
-    launcher = allocs.launcher = RecordingLauncher()
+    recording = RecordingLauncher()
+    launcher.bind(recording)
     pending, placed, ended = (request(engine, allocs, f"task-{n}") for n in "abc")
     place(allocs, placed)
     place(allocs, ended)
@@ -305,7 +316,7 @@ def test_preempt_and_kill_by_state(allocs: AllocationService, engine: sa.Engine,
     other = request(engine, allocs, "task-d")
     for alloc_id in (placed, ended, other):
         allocs.kill(alloc_id)
-    assert launcher.kills == [("agent-1", placed)]
+    assert recording.kills == [("agent-1", placed)]
     assert allocs.get(placed).state == "TERMINATING"
     assert (allocs.get(ended).state, allocs.get(ended).exit_code) == ("TERMINATED", 0)
     assert owner.exits[-1] == (other, None, "killed before it started")
@@ -325,14 +336,15 @@ def test_a_placed_allocations_task_and_preemption_without_this_masters_memory(
     place(allocs, alloc_id)
     with engine.begin() as conn:  # the row says "asked to stop"; this master never asked
         conn.execute(sa.update(t.allocations).values(preempt_requested=True))
-    restarted = AllocationService(engine, clock, AuthService(engine, clock))
+    restarted = AllocationService(engine, clock, AuthService(engine, clock), owner=Late("owner"),
+                                  launcher=Late("the resource manager"))
     assert allocs.task_of(alloc_id) == restarted.task_of(alloc_id) == ("trial-task", trial_id)
     assert asyncio.run(restarted.wait_preemption(alloc_id, 0)) is True
     assert asyncio.run(allocs.wait_preemption(alloc_id, 0)) is False  # only preempt() asks
 
 
 def test_a_pass_with_nothing_waiting_reads_nothing_and_a_kill_says_what_it_wrote(
-    allocs: AllocationService, engine: sa.Engine, clock: FakeClock
+    allocs: AllocationService, engine: sa.Engine, clock: FakeClock, launcher: Late[ResourceManager]
 ) -> None:
     """Every exit asks for a scheduling pass; where no allocation waits it runs no statement
     (it would read the running ones for nothing). A kill returns TERMINATING where that state
@@ -341,9 +353,9 @@ def test_a_pass_with_nothing_waiting_reads_nothing_and_a_kill_says_what_it_wrote
     from det_jupyter.services.allocation.logs import LogService
 
     rm = AgentRM(allocs, LogService(engine, clock), clock)
-    allocs.launcher = rm
-    sent: list[dict] = []
-    assert rm.hello("agent-1", {"slots": [{"id": 0, "type": "cpu"}], "running": []}, sent.append) is None
+    launcher.bind(rm)
+    sent: list = []
+    assert rm.hello("agent-1", Hello("agent-1", "", (Slot(0, "cpu", "cpu"),), (), "", ""), sent.append) is None
     statements: list[str] = []
 
     def count(conn: object, cursor: object, statement: str, *args: object) -> None:
@@ -361,9 +373,9 @@ def test_a_pass_with_nothing_waiting_reads_nothing_and_a_kill_says_what_it_wrote
     finally:
         sa.event.remove(engine, "before_cursor_execute", count)
     assert allocs.get(waiting).state == "ASSIGNED"
-    assert [m["type"] for m in sent] == ["start_task"]
+    assert [type(m) for m in sent] == [StartTask]
     assert allocs.kill(waiting) == "TERMINATING"
-    assert sent[-1] == {"type": "kill_task", "allocation_id": waiting}
+    assert sent[-1] == KillTask(waiting)
     queued = request(engine, allocs, "task-b")  # the only slot is taken: it stays pending
     assert allocs.kill(queued) is None and allocs.get(queued).state == "TERMINATED"
     assert allocs.kill(queued) is None

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from det_agent.wire import LogLine
 from det_jupyter.services.allocation.logs import LogService
 from det_jupyter.services.common.clock import FakeClock
 
@@ -18,11 +19,11 @@ def logs(engine: sa.Engine, clock: FakeClock) -> LogService:
     return LogService(engine, clock)
 
 
-def lines(seqs: range, stdtype: str = "stdout") -> list[dict]:
-    return [{"seq": s, "log": f"line {s}\n", "stdtype": stdtype} for s in seqs]
+def lines(seqs: range, stdtype: str = "stdout") -> list[LogLine]:
+    return [LogLine(s, stdtype, f"line {s}\n", "") for s in seqs]
 
 
-def append(logs: LogService, batch: list[dict], *, task_id: str = TASK, allocation_id: str = ALLOC,
+def append(logs: LogService, batch: list[LogLine], *, task_id: str = TASK, allocation_id: str = ALLOC,
            trial_id: int | None = TRIAL) -> int:
     return logs.append_agent_lines(
         task_id=task_id, allocation_id=allocation_id, trial_id=trial_id, agent_id="agent-1", lines=batch
@@ -152,6 +153,6 @@ def test_a_new_container_stores_its_first_batch_and_still_drops_replays(logs: Lo
 def test_a_nul_or_a_lone_surrogate_a_task_printed_is_stored_as_a_replacement(logs: LogService) -> None:
     """PostgreSQL's text refuses NUL and no UTF-8 store writes a lone surrogate: the line is
     kept, with U+FFFD in their place, instead of failing the whole batch."""
-    assert append(logs, [{"seq": 0, "log": "a\x00b\udc80c\n", "stdtype": "stdout"}]) == 1
+    assert append(logs, [LogLine(0, "stdout", "a\x00b\udc80c\n", "")]) == 1
     logs.append_shipped(TASK, ALLOC, TRIAL, [{"log": "d\x00e\n"}])
     assert texts(logs.query(task_id=TASK)) == ["a\ufffdb\ufffdc\n", "d\ufffde\n"]

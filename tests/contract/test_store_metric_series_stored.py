@@ -9,10 +9,10 @@ import pytest
 import sqlalchemy as sa
 
 from det_jupyter.services.common.clock import FakeClock
-from det_jupyter.services.metrics import _charts as charts
-from det_jupyter.services.metrics import _series as stored
 from det_jupyter.services.metrics.service import MetricService, Report
 from det_jupyter.store import tables as t
+from det_jupyter.store.metrics import _charts as charts
+from det_jupyter.store.metrics import _series as stored
 
 from ._rows import make_world
 

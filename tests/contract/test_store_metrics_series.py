@@ -85,7 +85,7 @@ def test_points_beyond_the_budget_are_thinned_evenly(engine: sa.Engine, metrics:
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The safety net when a level holds more rows than asked for (uneven ordinals after a
     rewind): forced here by a level that keeps every row."""
-    from det_jupyter.services.metrics import _charts as charts
+    from det_jupyter.store.metrics import _charts as charts
 
     _, _, tid = make_world(engine)
     _load(metrics, tid, 40)

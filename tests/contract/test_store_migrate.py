@@ -224,8 +224,8 @@ def test_v8_fills_the_sampled_lines_of_stored_series_from_their_blocks(engine: s
     from its own lines, the same text ingestion now writes, and downsampled charts of the
     trials stored then come from it, as the rows give them."""
     from det_jupyter.services.common.clock import Clock
-    from det_jupyter.services.metrics import _series as stored
     from det_jupyter.services.metrics.service import MetricService, Report
+    from det_jupyter.store.metrics import read_series
 
     from ._rows import make_world
 
@@ -245,7 +245,7 @@ def test_v8_fills_the_sampled_lines_of_stored_series_from_their_blocks(engine: s
     assert migrate(engine) == max(number for number, _ in _migrate.MIGRATIONS)
     with engine.connect() as conn:
         filled = [conn.execute(sa.select(tb).order_by(*tb.primary_key.columns)).all() for tb in tables]
-        assert stored.read(conn, [trial_id], "training", "acc", 30) == {trial_id: chart}
+        assert read_series(conn, [trial_id], "training", "acc", 30) == {trial_id: chart}
     assert [sorted(map(tuple, rows)) for rows in filled] == [sorted(map(tuple, rows)) for rows in written]
     assert sum(r.sampled.count("\n") for r in filled[0]) == 299 // 8
 

@@ -13,13 +13,15 @@ import sqlalchemy as sa
 
 from det_jupyter.errors import Conflict
 from det_jupyter.services.accounts.auth import AuthService
-from det_jupyter.services.allocation.service import AllocationService, Container
+from det_jupyter.services.allocation.service import AllocationOwner, AllocationService, Container
 from det_jupyter.services.checkpoints.service import CheckpointService
 from det_jupyter.services.common.clock import FakeClock
-from det_jupyter.services.experiments.trials import MasterIdentity, TrialService
+from det_jupyter.services.common.identity import MasterIdentity
+from det_jupyter.services.common.late import Late
+from det_jupyter.services.experiments.trials import TrialService
 from det_jupyter.services.experiments.views import Views
-from det_jupyter.services.metrics import _series as stored
 from det_jupyter.services.metrics.service import MetricService, Report
+from det_jupyter.store.metrics import _series as stored
 
 from ._rows import make_world
 
@@ -32,9 +34,10 @@ def report(group: str, step: int, loss: float) -> Report:
 def rewound(engine: sa.Engine, clock: FakeClock) -> tuple[MetricService, int]:
     """A trial whose run 1 reported steps 1-4 and a checkpoint at 2, now restarted on run 2."""
     auth = AuthService(engine, clock)
-    allocs = AllocationService(engine, clock, auth)
+    owner: Late[AllocationOwner] = Late("the allocations' owner")
+    allocs = AllocationService(engine, clock, auth, owner=owner, launcher=Late("no resource manager"))
     identity = MasterIdentity(url="http://127.0.0.1:8080", master_id="m-1", cluster_id="c-1")
-    allocs.owner = TrialService(engine, clock, allocs, identity)
+    owner.bind(TrialService(engine, clock, allocs, identity))
     metrics = MetricService(engine, clock)
     trial_id = make_world(engine)[2]
 
@@ -51,8 +54,8 @@ def rewound(engine: sa.Engine, clock: FakeClock) -> tuple[MetricService, int]:
     specs = allocs.assign(alloc_id, [Container("agent-1", (0,))])
     assert specs is not None
     spec = specs[0]
-    assert spec["env"]["DET_TRIAL_RUN_ID"] == "2"
-    assert spec["env"]["DET_LATEST_CHECKPOINT"] == "ckpt-2"
+    assert spec.env["DET_TRIAL_RUN_ID"] == "2"
+    assert spec.env["DET_LATEST_CHECKPOINT"] == "ckpt-2"
     return metrics, trial_id
 
 

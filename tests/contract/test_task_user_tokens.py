@@ -9,11 +9,13 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from det_agent.wire import TaskSpec
 from det_jupyter.errors import Unauthenticated
 from det_jupyter.services.accounts.auth import TASK_KIND, AgentUserGroup, AuthService, token_hash
 from det_jupyter.services.accounts.users import set_link
 from det_jupyter.services.allocation.service import AllocationService, Container
 from det_jupyter.services.common.clock import FakeClock
+from det_jupyter.services.common.late import Late
 from det_jupyter.store import _migrate, migrate
 from det_jupyter.store import tables as t
 
@@ -31,13 +33,12 @@ def auth(engine: sa.Engine, clock: FakeClock) -> AuthService:
 
 
 def _allocs(engine: sa.Engine, clock: FakeClock, auth: AuthService) -> AllocationService:
-    service = AllocationService(engine, clock, auth)
-    service.owner = RecordingOwner()
-    return service
+    return AllocationService(engine, clock, auth, owner=Late.of("owner", RecordingOwner()),
+                             launcher=Late("no resource manager"))
 
 
-def _user_tokens(specs: list[dict]) -> set[str]:
-    return {spec["env"]["DET_USER_TOKEN"] for spec in specs}
+def _user_tokens(specs: list[TaskSpec]) -> set[str]:
+    return {spec.env["DET_USER_TOKEN"] for spec in specs}
 
 
 def test_one_token_per_allocation_acts_as_its_owner_until_it_ends(
@@ -48,7 +49,7 @@ def test_one_token_per_allocation_acts_as_its_owner_until_it_ends(
     specs = allocs.assign(alloc_id, GANG)
     assert specs is not None and len(specs) == 2
     (token,) = _user_tokens(specs)  # the gang shares one
-    assert token != specs[0]["token"]  # not the allocation token
+    assert token != specs[0].env["TOKEN"]  # not the allocation token
     owner = auth.user_for_token(token)
     assert (owner.id, owner.admin) == (user_id, False)
     with engine.connect() as conn:
@@ -69,7 +70,7 @@ def test_a_task_without_an_owner_gets_no_user_token(
         engine: sa.Engine, clock: FakeClock, auth: AuthService) -> None:
     allocs = _allocs(engine, clock, auth)
     specs = allocs.assign(request(engine, allocs, "cmd-task"), GANG[:1])
-    assert specs is not None and "DET_USER_TOKEN" not in specs[0].get("env", {})
+    assert specs is not None and "DET_USER_TOKEN" not in specs[0].env
 
 
 def test_a_restart_revokes_the_tokens_of_the_allocations_it_ends(
@@ -93,13 +94,13 @@ def test_every_spec_of_a_linked_owners_allocation_runs_as_the_link(
     allocs = _allocs(engine, clock, auth)
     user_id, _, trial_id = make_world(engine)
     unlinked = allocs.assign(request(engine, allocs, "trial-task", trial_id), GANG)
-    assert unlinked is not None and all("run_as" not in spec for spec in unlinked)
+    assert unlinked is not None and all(spec.run_as is None for spec in unlinked)
 
     with engine.begin() as conn:
         set_link(conn, user_id, AgentUserGroup(1500, 1600, "alice", None))
     linked = allocs.assign(request(engine, allocs, "trial-task", trial_id), GANG)
     assert linked is not None and len(linked) == 2
-    assert all(spec["run_as"] == {"uid": 1500, "gid": 1600, "user": "alice", "group": None}
+    assert all(spec.to_wire()["run_as"] == {"uid": 1500, "gid": 1600, "user": "alice", "group": None}
                for spec in linked)
 
     # A command's allocation: its owner is the command's.
@@ -111,8 +112,8 @@ def test_every_spec_of_a_linked_owners_allocation_runs_as_the_link(
         set_link(conn, carol, AgentUserGroup(7, 8))
     specs = allocs.assign(request(engine, allocs, "cmd-1"), GANG[:1])
     assert specs is not None
-    assert specs[0]["run_as"] == {"uid": 7, "gid": 8, "user": None, "group": None}
-    assert auth.user_for_token(specs[0]["env"]["DET_USER_TOKEN"]).id == carol
+    assert specs[0].to_wire()["run_as"] == {"uid": 7, "gid": 8, "user": None, "group": None}
+    assert auth.user_for_token(specs[0].env["DET_USER_TOKEN"]).id == carol
 
 
 def test_migration_9_upgrades_a_version_8_database(engine: sa.Engine) -> None:

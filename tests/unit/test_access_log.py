@@ -1,4 +1,4 @@
-"""The master's access log (``server_ext._access_log``): a success's debug line is skipped where
+"""The master's access log (``server_ext.access_log``): a success's debug line is skipped where
 no handler prints it, with its Prometheus metrics kept; failures and, at DEBUG, successes are
 logged as Jupyter logs them. A real tornado server, Jupyter's own log function and metrics."""
 
@@ -13,7 +13,7 @@ from jupyter_server.log import log_request
 from jupyter_server.prometheus.metrics import HTTP_REQUEST_DURATION_SECONDS
 from tornado import httpclient, httpserver, netutil, web
 
-from det_jupyter.server_ext._access_log import without_unseen_successes
+from det_jupyter.server_ext.access_log import without_unseen_successes
 
 LOG = logging.getLogger("det-jupyter-test-access")
 

@@ -113,13 +113,13 @@ class _HostileMaster:
 
 def test_messages_outside_tables_escape_names_from_the_master(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from det_jupyter.cli.det import _cluster, _users
+    from det_jupyter.cli.det import _users, cluster
 
-    monkeypatch.setattr(_cluster, "connect", lambda args: _HostileMaster())
+    monkeypatch.setattr(cluster, "connect", lambda args: _HostileMaster())
     monkeypatch.setattr(_users, "connect", lambda args: _HostileMaster())
     monkeypatch.setattr(_users.acc, "update_group", lambda d, old, new_name: {
         "groupId": 7, "name": _HostileMaster.NAME})
-    _cluster.whoami(argparse.Namespace())
+    cluster.whoami(argparse.Namespace())
     _users.group_rename(argparse.Namespace(old_group_name="old", new_group_name="new"))
     out = capsys.readouterr().out
     assert out.splitlines() == [

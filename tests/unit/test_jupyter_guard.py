@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tornado.httputil import HTTPHeaders, HTTPServerRequest, RequestStartLine
 
-from det_jupyter.server_ext._jupyter_guard import (
+from det_jupyter.server_ext.jupyter_guard import (
     LOGIN_MAX_BODY,
     Guard,
     OriginPolicy,

@@ -1,4 +1,4 @@
-"""Ingestion's columns fast path (``_metric_columns``): a batch where every report holds the
+"""Ingestion's columns fast path (``store.metrics._columns``): a batch where every report holds the
 same finite numbers is folded into the summary and cut into stored-series members by
 columns, with the same result as value by value; any other batch is refused (and takes the
 per-value path)."""
@@ -11,9 +11,11 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from det_jupyter.services.metrics import _columns as columns
-from det_jupyter.services.metrics import _series as stored
-from det_jupyter.services.metrics.service import Report, _body, _fold_each, update_summary
+from det_jupyter.store.metrics import Report, update_summary
+from det_jupyter.store.metrics import _columns as columns
+from det_jupyter.store.metrics import _series as stored
+from det_jupyter.store.metrics._encode import body as _body
+from det_jupyter.store.metrics._summary import fold_each as _fold_each
 
 NAMES = ["loss", "acc", "a,b", 'q"x', "lr", "5%", "%s", "é"]
 finite = st.one_of(st.floats(-1e300, 1e300), st.integers(-(2**60), 2**60))  # a dozen sum to a float

@@ -6,11 +6,11 @@ import re
 
 import pytest
 
+from det_jupyter import names as _names
 from det_jupyter.errors import InvalidRequest
+from det_jupyter.names import check_labels, check_name, check_text, visible
 from det_jupyter.services.accounts.groups import check_group_name
 from det_jupyter.services.accounts.users import check_display_name, check_username
-from det_jupyter.services.common import names as _names
-from det_jupyter.services.common.names import check_labels, check_name, check_text, visible
 from det_jupyter.services.experiments.templates import check_name as check_template_name
 from det_jupyter.services.registry.models import check_fields, check_values, check_version_name
 from det_jupyter.services.registry.models import check_name as check_model_name

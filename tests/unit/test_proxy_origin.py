@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from det_jupyter.server_ext._proxy_origin import origin_location
+from det_jupyter.server_ext.proxy_server import origin_location
 from det_jupyter.services.interactive.origins import ProxyOrigin, default_hostname, request_hostname
 
 ORIGIN = ProxyOrigin("http", "127.0.0.1", 9100)

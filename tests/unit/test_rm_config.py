@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from det_jupyter.rm.config import load_master_config, parse_resources
+from det_jupyter.config.resources import load_master_config, parse_resources
 
 
 def test_nothing_given_is_one_default_priority_pool() -> None:

@@ -15,8 +15,8 @@ from det_jupyter.config import (
     load_yaml,
     parse_yaml,
 )
+from det_jupyter.config.resources import load_master_config
 from det_jupyter.errors import InvalidConfig, PayloadTooLarge
-from det_jupyter.rm.config import load_master_config
 
 
 def alias_bomb(levels: int) -> str:

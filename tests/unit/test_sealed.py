@@ -12,13 +12,8 @@ from pathlib import Path
 import pytest
 
 from det_jupyter.app import _environ_secrets, _RedactUrlSecrets
-from det_jupyter.services.common.sealed import (
-    SealedError,
-    Sealer,
-    is_sealed,
-    open_private,
-    private_dir,
-)
+from det_jupyter.private_files import open_private, private_dir
+from det_jupyter.services.common.sealed import SealedError, Sealer, is_sealed
 from det_jupyter.store import make_engine, migrate, sqlite_url
 
 KEY = bytes(range(32))

@@ -7,7 +7,7 @@ import asyncssh
 import pytest
 
 from det_jupyter.cli.det import _shell, _tunnel
-from det_jupyter.cli.det._common import CommandError
+from det_jupyter.cli.det.common import CommandError
 from det_jupyter.services.interactive import ssh as _shells
 from det_jupyter.services.interactive.kinds import KINDS
 from det_jupyter.tasks import sshd

@@ -13,7 +13,13 @@ from det_jupyter.services.allocation.gang import (
     Gang,
     free_port,
 )
-from det_jupyter.services.allocation.spec import gang_env, master_env, task_env, trial_spec
+from det_jupyter.services.allocation.spec import (
+    TrialRun,
+    build_trial_spec,
+    gang_env,
+    master_env,
+    task_env,
+)
 
 IDENT = SimpleNamespace(url="http://10.0.0.9:8080", master_id="m-1", cluster_id="c-1")
 GANG = Gang((Container("a", (0, 1), "10.0.0.1"), Container("b", (3,), "10.0.0.2")), 29404, 29405)
@@ -43,9 +49,10 @@ def test_master_and_task_identity() -> None:
 
 def test_trial_spec_per_container() -> None:
     cfg = {"entrypoint": "python3 train.py", "checkpoint_storage": {"type": "shared_fs", "host_path": "/ckpt"}}
-    trial = SimpleNamespace(id=3, task_id="7.x", seed=11, hparams={"lr": 0.1}, latest_checkpoint="u-1")
-    alloc = SimpleNamespace(allocation_id="7.x.2")
-    spec = trial_spec(alloc, trial, 7, cfg, json.dumps(cfg), "alice", 2, 40, GANG, 1, "tok", IDENT)
+    run = TrialRun(allocation_id="7.x.2", task_id="7.x", trial_id=3, experiment_id=7, run_id=2, seed=11,
+                   hparams={"lr": 0.1}, latest_checkpoint="u-1", steps=40, config=cfg,
+                   config_json=json.dumps(cfg), owner="alice")
+    spec = build_trial_spec(run, GANG, 1, "tok", IDENT).to_wire()
     assert (spec["slot_ids"], spec["entrypoint"], spec["task_type"]) == ([3], "python3 train.py", "TRIAL")
     env = spec["env"]
     assert (env["DET_TRIAL_RUN_ID"], env["DET_STEPS_COMPLETED"], env["DET_LATEST_CHECKPOINT"]) == ("2", "40", "u-1")

@@ -4,8 +4,11 @@ allocation service applies it (tests/contract/test_task_user_tokens.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from det_agent.wire import RunAs, TaskSpec
 from det_jupyter.errors import InvalidRequest
 from det_jupyter.server_ext import _serialize as ser
 from det_jupyter.server_ext._users import parse_patch
@@ -16,20 +19,26 @@ from det_jupyter.services.allocation.spec import with_run_as
 LINK = AgentUserGroup(1500, 1600, "alice", "ml")
 
 
+SPEC = TaskSpec("t", "t.1", "COMMAND", "true", {}, (0,), {}, run_as=RunAs(9, 9))
+
+
 @pytest.mark.parametrize(("link", "expected"), [
     (AgentUserGroup(0, 0), {"uid": 0, "gid": 0, "user": None, "group": None}),
     (AgentUserGroup(2**31 - 1, 7, "u", None), {"uid": 2**31 - 1, "gid": 7, "user": "u", "group": None}),
     (None, None),
 ])
 def test_with_run_as_sets_or_removes_the_key(link: AgentUserGroup | None, expected: dict | None) -> None:
-    spec = with_run_as({"task_id": "t", "run_as": {"uid": 9, "gid": 9}}, link)
+    spec = with_run_as(SPEC, link).to_wire()
     assert spec.get("run_as") == expected
     assert spec["task_id"] == "t"
 
 
 def test_run_as_is_exactly_the_link() -> None:
-    assert with_run_as({}, LINK) == {"run_as": {"uid": 1500, "gid": 1600, "user": "alice", "group": "ml"}}
-    assert with_run_as({}, None) == {}
+    plain = dataclasses.replace(SPEC, run_as=None)
+    assert with_run_as(plain, LINK).to_wire() == {
+        **plain.to_wire(), "run_as": {"uid": 1500, "gid": 1600, "user": "alice", "group": "ml"}}
+    assert with_run_as(plain, None).to_wire() == plain.to_wire()
+    assert "run_as" not in plain.to_wire()
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

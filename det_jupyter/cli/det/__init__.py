@@ -13,12 +13,10 @@ from collections.abc import Sequence
 
 from det_jupyter import __version__
 from det_jupyter.client import DetClientError
-from det_jupyter.services.common.names import visible
+from det_jupyter.names import visible
 
 from . import (
     _checkpoints,
-    _cluster,
-    _experiments,
     _models,
     _rbac,
     _shell,
@@ -29,9 +27,11 @@ from . import (
     _users,
     _webhooks,
     _workspaces,
+    cluster,
+    experiments,
 )
-from ._common import CommandError
 from ._table import format_pairs, format_table
+from .common import CommandError
 
 __all__ = ["build_parser", "format_pairs", "format_table", "main"]
 
@@ -45,11 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-u", "--user", default=None, help="user (default: the last one logged in)")
     parser.add_argument("-v", "--version", action="version", version=f"det (det-jupyter) {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _experiments.add_parsers(sub)
+    experiments.add_parsers(sub)
     _workspaces.add_parsers(sub)
     _checkpoints.add_parsers(sub)
     _models.add_parsers(sub)
-    _cluster.add_parsers(sub)
+    cluster.add_parsers(sub)
     _tasks.add_parsers(sub)
     _tensorboard.add_parsers(sub)
     _shell.add_parsers(sub)

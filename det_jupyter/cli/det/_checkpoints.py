@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any
 
-from ._common import CommandError, connect, print_json, short_time
 from ._table import format_pairs
+from .common import CommandError, connect, print_json, short_time
 
 
 def describe(args: argparse.Namespace) -> int:

@@ -8,8 +8,8 @@ from typing import Any
 
 from det_jupyter.client import Model, ModelVersion
 
-from ._common import connect, print_json, short_time
 from ._table import cell, format_pairs, format_table
+from .common import connect, print_json, short_time
 
 MODEL_HEADERS = ["ID", "Name", "Workspace ID", "Versions", "Owner", "Archived", "Last Updated",
                  "Labels"]

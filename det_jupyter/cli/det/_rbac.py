@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from det_jupyter.client import _rbac as rbac
+from det_jupyter.client import rbac as rbac
 
-from ._common import CommandError, connect, print_json
 from ._table import cell, format_table
+from .common import CommandError, connect, print_json
 
 
 def _user_id(d: Any, username: str) -> int:

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from det_jupyter.client._session import Session, config_dir
+from det_jupyter.client.session import Session, config_dir
 
 from . import _tunnel
-from ._common import CommandError, connect, print_json, short_time
 from ._progress import StatusLine
 from ._table import format_table
 from ._task_config import ConfigError, task_config
+from .common import CommandError, connect, print_json, short_time
 
 HEADERS = ["ID", "Owner", "Description", "State", "Start Time", "Exit Status"]
 _ENDED = {"STATE_TERMINATING", "STATE_TERMINATED"}

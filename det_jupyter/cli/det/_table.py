@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from det_jupyter.services.common.names import visible
+from det_jupyter.names import visible
 
 
 def cell(value: Any) -> str:

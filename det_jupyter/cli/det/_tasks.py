@@ -11,10 +11,10 @@ from typing import Any
 
 from det_jupyter.client import Command, DetClientError, Determined, Task
 
-from ._common import CommandError, connect, print_json, short_time
 from ._progress import StatusLine
 from ._table import format_table
 from ._task_config import ConfigError, task_config
+from .common import CommandError, connect, print_json, short_time
 
 HEADERS = ["ID", "Owner", "Description", "State", "Pool", "Start Time", "Exit Status"]
 _WARNINGS = {"LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED":

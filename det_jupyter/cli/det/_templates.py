@@ -9,10 +9,10 @@ from typing import Any
 import yaml
 
 from det_jupyter.client import NotFound
-from det_jupyter.client import _templates as tpl
+from det_jupyter.client import templates as tpl
 
-from ._common import CommandError, connect, print_json
 from ._table import cell, format_table
+from .common import CommandError, connect, print_json
 
 
 def _workspace_id(d: Any, name: str | None) -> int | None:

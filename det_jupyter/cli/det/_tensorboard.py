@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from det_jupyter.client._tensorboards import Tensorboard, launch_tensorboard, list_tensorboards
+from det_jupyter.client.tensorboards import Tensorboard, launch_tensorboard, list_tensorboards
 
-from ._common import CommandError, connect, print_json, short_time
 from ._table import format_table
 from ._tasks import _config, follow_launch, open_task
+from .common import CommandError, connect, print_json, short_time
 
 HEADERS = ["ID", "Owner", "Experiments", "Trials", "State", "Start Time", "Exit Status"]
 

@@ -10,10 +10,10 @@ import argparse
 from typing import Any
 
 from det_jupyter.client import Determined, TokenStore
-from det_jupyter.client import _accounts as acc
+from det_jupyter.client import accounts as acc
 
-from ._common import CommandError, connect, print_json, short_time
 from ._table import format_table
+from .common import CommandError, connect, print_json, short_time
 
 HEADERS = ["ID", "User ID", "Description", "Created At", "Expires At", "Revoked", "Token Type"]
 

@@ -10,7 +10,7 @@ import threading
 
 from tornado import httpclient, websocket
 
-from ._common import CommandError
+from .common import CommandError
 
 _CHUNK = 64 * 1024
 

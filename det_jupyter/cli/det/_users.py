@@ -1,6 +1,6 @@
 """``det user …`` and ``det user-group …`` (the stock CLI's names and flags).
 
-``det user login|logout|whoami`` are the session commands of ``_cluster``; the rest administer
+``det user login|logout|whoami`` are the session commands of ``cluster``; the rest administer
 users. New passwords come from ``--password``, else a prompt (twice) on a terminal, else the
 first line of stdin; the master checks its password policy on them.
 """
@@ -12,11 +12,11 @@ import getpass
 import sys
 from typing import Any
 
-from det_jupyter.client import _accounts as acc
+from det_jupyter.client import accounts as acc
 
-from . import _cluster
-from ._common import CommandError, connect, print_json, short_time
+from . import cluster
 from ._table import cell, format_table
+from .common import CommandError, connect, print_json, short_time
 
 USER_HEADERS = ["User ID", "Username", "Display Name", "Admin", "Active", "Modified"]
 
@@ -211,9 +211,9 @@ def _user_parsers(sub: Any) -> None:
     p = usub.add_parser("login", help="log in (the password from DET_PASS, a prompt or stdin)")
     p.add_argument("username", nargs="?", help="user name (default: -u, else 'determined')")
     p.add_argument("--password", help="the password (prefer DET_PASS, a prompt or stdin)")
-    p.set_defaults(func=_cluster.login)
-    usub.add_parser("logout", help="log out and forget the token").set_defaults(func=_cluster.logout)
-    usub.add_parser("whoami", help="the logged-in user").set_defaults(func=_cluster.whoami)
+    p.set_defaults(func=cluster.login)
+    usub.add_parser("logout", help="log out and forget the token").set_defaults(func=cluster.logout)
+    usub.add_parser("whoami", help="the logged-in user").set_defaults(func=cluster.whoami)
     p = usub.add_parser("list", aliases=["ls"], help="users (active ones unless --all)")
     p.add_argument("--all", "-a", action="store_true", help="include deactivated users")
     p.add_argument("--json", action="store_true", help="print JSON")

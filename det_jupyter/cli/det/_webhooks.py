@@ -7,10 +7,10 @@ import argparse
 import json
 from typing import Any
 
-from det_jupyter.client import _webhooks as wh
+from det_jupyter.client import webhooks as wh
 
-from ._common import CommandError, connect, print_json
 from ._table import format_table
+from .common import CommandError, connect, print_json
 
 
 def _triggers(args: argparse.Namespace) -> list[dict[str, Any]]:

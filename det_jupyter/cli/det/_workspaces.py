@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import CommandError, connect, percent, print_json, short_time
 from ._table import format_pairs, format_table
+from .common import CommandError, connect, percent, print_json, short_time
 
 WS_HEADERS = ["ID", "Name", "# Projects", "# Experiments", "Archived", "Owner"]
 PROJECT_HEADERS = ["ID", "Key", "Name", "Workspace", "Description", "# Experiments",

@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
 from ...errors import Conflict, InvalidRequest, NotFound
+from ...store import groups as groups_store
+from ...store import rbac as store
 from ...store import reader
-from ...store import tables as t
 from ..accounts.auth import User
 from .authz import ROLES, Grants, Perm, check_role
 
@@ -31,12 +33,6 @@ class Assignment:
     group_id: int | None
     workspace_id: int | None
 
-
-# A task's workspace (an interactive task's) or trial (a trial task's), in one statement.
-_TASK_LOCATION = sa.select(
-    sa.select(t.commands.c.workspace_id).where(t.commands.c.task_id == sa.bindparam("target")).scalar_subquery(),
-    sa.select(t.trials.c.id).where(t.trials.c.task_id == sa.bindparam("target")).scalar_subquery(),
-)
 
 
 class RbacService:
@@ -72,15 +68,8 @@ class RbacService:
         if hit is not None:
             return hit
         with self._reader.connect() as conn:
-            rows = conn.execute(
-                sa.select(t.role_assignments.c.role, t.role_assignments.c.workspace_id)
-                .where(sa.or_(
-                    t.role_assignments.c.user_id == user.id,
-                    t.role_assignments.c.group_id.in_(
-                        sa.select(t.group_members.c.group_id).where(t.group_members.c.user_id == user.id)),
-                ))
-            ).all()
-            admin = conn.execute(sa.select(t.users.c.admin).where(t.users.c.id == user.id)).scalar()
+            rows = store.grant_rows(conn, user.id)
+            admin = store.is_admin(conn, user.id)
         grants = Grants.build([(r.role, r.workspace_id) for r in rows], admin=bool(admin))
         with self._lock:
             self._grants[user.id] = grants
@@ -88,39 +77,31 @@ class RbacService:
 
     # -- where objects live ----------------------------------------------------------------
 
-    def _lookup(self, kind: str, key: object, query: Callable[[], sa.Select]) -> int:
-        """``query()`` builds the statement only on a miss: building it cost more than the hit."""
+    def _lookup(self, kind: str, key: Any, query: Callable[[sa.Connection, Any], int | None]) -> int:
+        """``query`` (a ``store.rbac`` lookup) builds its statement only on a miss: building it
+        cost more than the hit."""
         hit = self._where.get((kind, key))
         if hit is not None:
             return hit
         with self._reader.connect() as conn:
-            ws = conn.execute(query()).scalar()
+            ws = query(conn, key)
         if ws is None:
             raise NotFound(f"{kind} {key} not found")
         self._remember(self._where, (kind, key), ws)
         return ws
 
     def workspace_of_project(self, project_id: int) -> int:
-        return self._lookup("project", project_id, lambda: sa.select(t.projects.c.workspace_id)
-                            .where(t.projects.c.id == project_id))
+        return self._lookup("project", project_id, store.workspace_of_project)
 
     def workspace_of_experiment(self, experiment_id: int) -> int:
-        return self._lookup("experiment", experiment_id, lambda: sa.select(t.projects.c.workspace_id)
-                            .join(t.experiments, t.experiments.c.project_id == t.projects.c.id)
-                            .where(t.experiments.c.id == experiment_id))
+        return self._lookup("experiment", experiment_id, store.workspace_of_experiment)
 
     def workspace_of_trial(self, trial_id: int) -> int:
-        return self._lookup("trial", trial_id, lambda: sa.select(t.projects.c.workspace_id)
-                            .join(t.experiments, t.experiments.c.project_id == t.projects.c.id)
-                            .join(t.trials, t.trials.c.experiment_id == t.experiments.c.id)
-                            .where(t.trials.c.id == trial_id))
+        return self._lookup("trial", trial_id, store.workspace_of_trial)
 
     def workspace_of_checkpoint(self, uuid: str) -> int:
         """A checkpoint lives where its experiment does."""
-        return self._lookup("checkpoint", uuid, lambda: sa.select(t.projects.c.workspace_id)
-                            .join(t.experiments, t.experiments.c.project_id == t.projects.c.id)
-                            .join(t.checkpoints, t.checkpoints.c.experiment_id == t.experiments.c.id)
-                            .where(t.checkpoints.c.uuid == uuid))
+        return self._lookup("checkpoint", uuid, store.workspace_of_checkpoint)
 
     def workspace_of_task(self, task_id: str) -> int:
         """An interactive task's workspace, or its trial's experiment's for a trial task."""
@@ -133,7 +114,7 @@ class RbacService:
         trial = self._trial_of_task.get(task_id)
         if trial is None:
             with self._reader.connect() as conn:  # both kinds in one round trip
-                ws, trial = conn.execute(_TASK_LOCATION, {"target": task_id}).one()
+                ws, trial = store.task_location(conn, task_id)
             if ws is not None:
                 self._remember(self._where, ("task", task_id), ws)
                 return ws
@@ -148,27 +129,19 @@ class RbacService:
         if not job_ids:
             return {}
         with self._reader.connect() as conn:
-            out = {j: (ws, True) for j, ws in conn.execute(
-                sa.select(t.experiments.c.job_id, t.projects.c.workspace_id)
-                .join(t.projects, t.projects.c.id == t.experiments.c.project_id)
-                .where(t.experiments.c.job_id.in_(job_ids)))}
-            out.update({j: (ws, False) for j, ws in conn.execute(
-                sa.select(t.commands.c.job_id, t.commands.c.workspace_id)
-                .where(t.commands.c.job_id.in_(job_ids)))})
-        return out
+            return store.workspaces_of_jobs(conn, job_ids)
 
     def workspace_of_model(self, name: str) -> int:
-        return self._lookup("model", name, lambda: sa.select(t.models.c.workspace_id).where(t.models.c.name == name))
+        return self._lookup("model", name, store.workspace_of_model)
 
     def workspace_of_template(self, name: str) -> int:
-        return self._lookup("template", name, lambda: sa.select(t.templates.c.workspace_id)
-                            .where(t.templates.c.name == name))
+        return self._lookup("template", name, store.workspace_of_template)
 
     def check_workspace(self, grants: Grants, perm: Perm, workspace_id: int) -> None:
         """Like Grants.check, but a workspace that does not exist is also 404."""
         grants.check(perm, workspace_id, f"workspace {workspace_id}")
         with self._reader.connect() as conn:
-            if conn.execute(sa.select(t.workspaces.c.id).where(t.workspaces.c.id == workspace_id)).first() is None:
+            if not store.workspace_exists(conn, workspace_id):
                 raise NotFound(f"workspace {workspace_id} not found")
 
     # -- assignments ----------------------------------------------------------------------
@@ -191,35 +164,24 @@ class RbacService:
 
     def _assign(self, conn: sa.Connection, role: str, user_id: int | None, group_id: int | None,
                 workspace_id: int | None) -> None:
-        if user_id is not None and conn.execute(sa.select(t.users.c.id).where(t.users.c.id == user_id)).first() is None:
+        if user_id is not None and not store.user_exists(conn, user_id):
             raise NotFound(f"user {user_id} not found")
-        if group_id is not None and conn.execute(
-                sa.select(t.user_groups.c.id).where(t.user_groups.c.id == group_id)).first() is None:
+        if group_id is not None and not groups_store.exists(conn, group_id):
             raise NotFound(f"group {group_id} not found")
-        if workspace_id is not None and conn.execute(
-                sa.select(t.workspaces.c.id).where(t.workspaces.c.id == workspace_id)).first() is None:
+        if workspace_id is not None and not store.workspace_exists(conn, workspace_id):
             raise NotFound(f"workspace {workspace_id} not found")
-        ra = t.role_assignments.c
-        exists = conn.execute(sa.select(ra.id).where(
-            ra.role == role, _eq(ra.user_id, user_id), _eq(ra.group_id, group_id),
-            _eq(ra.workspace_id, workspace_id))).first()
-        if exists is None:
-            conn.execute(sa.insert(t.role_assignments).values(
-                role=role, user_id=user_id, group_id=group_id, workspace_id=workspace_id))
+        store.add_assignment(conn, role, user_id, group_id, workspace_id)
         if role == "ClusterAdmin" and user_id is not None:
-            conn.execute(sa.update(t.users).where(t.users.c.id == user_id).values(admin=True))
+            store.set_admin(conn, user_id, True)
 
     def unassign(self, role: str, *, user_id: int | None = None, group_id: int | None = None,
                  workspace_id: int | None = None) -> None:
-        ra = t.role_assignments.c
         with self._engine.begin() as conn:
-            n = conn.execute(sa.delete(t.role_assignments).where(
-                ra.role == role, _eq(ra.user_id, user_id), _eq(ra.group_id, group_id),
-                _eq(ra.workspace_id, workspace_id))).rowcount
+            n = store.delete_assignment(conn, role, user_id, group_id, workspace_id)
             if role == "ClusterAdmin" and user_id is not None:
-                if conn.execute(sa.select(t.users.c.username).where(t.users.c.id == user_id)).scalar() == "admin":
+                if store.username(conn, user_id) == "admin":
                     raise Conflict("the built-in admin keeps ClusterAdmin")
-                conn.execute(sa.update(t.users).where(t.users.c.id == user_id).values(admin=False))
+                store.set_admin(conn, user_id, False)
                 n = max(n, 1)
         self.invalidate()
         if n == 0:
@@ -227,26 +189,18 @@ class RbacService:
 
     def assignments(self, *, user_id: int | None = None, group_id: int | None = None,
                     workspace_id: int | None = None, any_scope: bool = True) -> list[Assignment]:
-        ra = t.role_assignments.c
-        q = sa.select(t.role_assignments).order_by(ra.id)
-        if user_id is not None:
-            q = q.where(ra.user_id == user_id)
-        if group_id is not None:
-            q = q.where(ra.group_id == group_id)
-        if not any_scope or workspace_id is not None:
-            q = q.where(_eq(ra.workspace_id, workspace_id))
         with self._reader.connect() as conn:
-            return [Assignment(r.id, r.role, r.user_id, r.group_id, r.workspace_id) for r in conn.execute(q)]
+            rows = store.assignments(conn, user_id=user_id, group_id=group_id, workspace_id=workspace_id,
+                                     any_scope=any_scope)
+        return [Assignment(r.id, r.role, r.user_id, r.group_id, r.workspace_id) for r in rows]
 
     def groups_of_user(self, user_id: int) -> list[int]:
         with self._reader.connect() as conn:
-            return list(conn.execute(sa.select(t.group_members.c.group_id)
-                                     .where(t.group_members.c.user_id == user_id)).scalars())
+            return groups_store.of_user(conn, user_id)
 
     def group_name(self, group_id: int) -> str:
         with self._reader.connect() as conn:
-            return conn.execute(sa.select(t.user_groups.c.name)
-                                .where(t.user_groups.c.id == group_id)).scalar() or ""
+            return groups_store.name(conn, group_id) or ""
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -254,8 +208,7 @@ class RbacService:
         """A new user gets the default role on Uncategorized (an admin gets ClusterAdmin)."""
         if admin:
             self._assign(conn, "ClusterAdmin", user_id, None, None)
-        elif self.default_role and conn.execute(
-                sa.select(t.workspaces.c.id).where(t.workspaces.c.id == UNCATEGORIZED)).first():
+        elif self.default_role and store.workspace_exists(conn, UNCATEGORIZED):
             self._assign(conn, self.default_role, user_id, None, UNCATEGORIZED)
         self.invalidate()
 
@@ -267,12 +220,7 @@ class RbacService:
     def seed_existing_users(self, conn: sa.Connection) -> None:
         """On a database that had users before roles: each gets the default role (admins get
         ClusterAdmin), once — a user with any assignment is left alone."""
-        have = set(conn.execute(sa.select(t.role_assignments.c.user_id)
-                                .where(t.role_assignments.c.user_id.is_not(None))).scalars())
-        for uid, admin in conn.execute(sa.select(t.users.c.id, t.users.c.admin)).all():
+        have = store.assigned_users(conn)
+        for uid, admin in store.users_and_admin(conn):
             if uid not in have:
                 self.on_user_created(conn, uid, admin=bool(admin))
-
-
-def _eq(col: sa.ColumnElement, value: object) -> sa.ColumnElement[bool]:
-    return col.is_(None) if value is None else col == value

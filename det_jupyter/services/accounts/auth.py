@@ -28,8 +28,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import Conflict, Forbidden, InvalidRequest, Unauthenticated
+from ...store import accounts as store
 from ...store import reader
-from ...store import tables as t
+from ...store.accounts import TASK_KIND
 from ..common.clock import Clock
 from ..common.states import AllocState
 
@@ -39,38 +40,6 @@ SESSION_LIFESPAN_S = 30 * 24 * 3600
 # requests a second, and on PostgreSQL each check is a few round trips. Logout forgets it at once.
 SESSION_CACHE_S = 1.0
 _SESSION_CACHE_MAX = 1024
-# The per-request lookups, built once (building a statement and its cache key per call cost
-# more than running it on SQLite).
-_LINK = t.agent_user_groups.c
-# A user's columns and their agent user link (NULLs when unlinked), for ``user_of_row``.
-USER_COLUMNS = (*t.users.c, _LINK.uid.label("agent_uid"), _LINK.gid.label("agent_gid"),
-                _LINK.user_name.label("agent_user"), _LINK.group_name.label("agent_group"))
-USERS_LINKED = t.users.outerjoin(t.agent_user_groups, _LINK.user_id == t.users.c.id)
-
-
-def select_users(*extra: Any) -> sa.Select:
-    """Users with their agent user links (read them with ``user_of_row``)."""
-    return sa.select(*USER_COLUMNS, *extra).select_from(USERS_LINKED)
-
-
-_SESSION_USER = (select_users(t.user_sessions.c.expires_at, t.user_sessions.c.revoked)
-                 .join(t.user_sessions, t.user_sessions.c.user_id == t.users.c.id)
-                 .where(t.user_sessions.c.token_hash == sa.bindparam("key")))
-_USER_BY_ID = select_users().where(t.users.c.id == sa.bindparam("target"))
-TASK_KIND = "task"
-# Who owns each allocation (its trial's experiment's owner, or its command's) and the owner's
-# agent user link.
-_OWNER_ID = sa.func.coalesce(t.experiments.c.owner_id, t.commands.c.owner_id)
-_ALLOCATION_OWNERS = (
-    sa.select(t.allocations.c.allocation_id, _OWNER_ID.label("owner_id"),
-              *(c for c in USER_COLUMNS if c.name.startswith("agent_")))
-    .select_from(t.allocations)
-    .join(t.trials, t.trials.c.id == t.allocations.c.trial_id, isouter=True)
-    .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id, isouter=True)
-    .join(t.commands, t.commands.c.task_id == t.allocations.c.task_id, isouter=True)
-    .join(t.agent_user_groups, _LINK.user_id == _OWNER_ID, isouter=True)
-    .where(t.allocations.c.allocation_id.in_(sa.bindparam("ids", expanding=True)))
-)
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 
 
@@ -162,7 +131,7 @@ class AllocationPrincipal:
 
 
 def link_of_row(row: Any) -> AgentUserGroup | None:
-    """The agent user link in a row of ``select_users`` (None: unlinked, or not read)."""
+    """The agent user link in a user row of ``store.accounts`` (None: unlinked, or not read)."""
     uid = getattr(row, "agent_uid", None)
     if uid is None:
         return None
@@ -170,8 +139,8 @@ def link_of_row(row: Any) -> AgentUserGroup | None:
 
 
 def user_of_row(row: sa.Row) -> User:
-    """A User from a row holding the users table's columns (and, read with ``select_users``,
-    its agent user link)."""
+    """A User from a row holding the users table's columns (and, read by ``store.accounts``
+    with it, its agent user link)."""
     return User(
         id=row.id,
         username=row.username,
@@ -188,7 +157,12 @@ class AuthService:
     ``user_for_token`` answers from memory for a token it checked in the last SESSION_CACHE_S
     seconds (still refusing it once expired); ``logout`` drops it from there first."""
 
-    def __init__(self, engine: sa.Engine, clock: Clock) -> None:
+    def __init__(self, engine: sa.Engine, clock: Clock, *,
+                 on_user_created: Callable[..., None] | None = None,
+                 on_user_changed: Callable[[], None] | None = None) -> None:
+        """``on_user_created(conn, user_id, admin=bool)``: a new user's default roles, called in
+        the creating transaction; ``on_user_changed()``: a change to a user that cached grants
+        must not outlive."""
         self._engine = engine
         self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
@@ -196,10 +170,8 @@ class AuthService:
         self._checked: dict[str, tuple[float, float, User]] = {}
         # allocation id -> the hash of its task token, for tokens opened by this process
         self._task_tokens: dict[str, str] = {}
-        # Set by the master: a new user's default roles (called in the creating transaction),
-        # and a change to a user that cached grants must not outlive.
-        self.on_user_created: Callable[..., None] | None = None  # (conn, user_id, admin=bool)
-        self.on_user_changed: Callable[[], None] | None = None
+        self.on_user_created = on_user_created
+        self.on_user_changed = on_user_changed
 
     def bootstrap(self, initial_password: str | None) -> str | None:
         """Create ``admin`` and ``determined`` on an empty database.
@@ -208,21 +180,13 @@ class AuthService:
         returned so the caller can show it once. Returns None when the users already exist.
         """
         with self._engine.begin() as conn:
-            if conn.execute(sa.select(sa.func.count()).select_from(t.users)).scalar_one():
+            if store.count_users(conn):
                 return None
             password = initial_password or generate_password()
             now = self._clock.now()
             for name, admin in (("admin", True), ("determined", False)):
-                conn.execute(
-                    sa.insert(t.users).values(
-                        username=name,
-                        password_hash=hash_password(client_hash(password)),
-                        admin=admin,
-                        active=True,
-                        created_at=now,
-                        modified_at=now,
-                    )
-                )
+                store.insert_user(conn, username=name, password_hash=hash_password(client_hash(password)),
+                                  admin=admin, active=True, created_at=now, modified_at=now)
             return password
 
     def login(self, username: str, password: str, is_hashed: bool) -> tuple[str, User]:
@@ -231,7 +195,7 @@ class AuthService:
             raise Forbidden("invalid credentials")
         digest = password if is_hashed else client_hash(password or "")
         with self._engine.begin() as conn:
-            row = conn.execute(select_users().where(t.users.c.username == username)).first()
+            row = store.user_by_name(conn, username)
             if row is None or not password or not verify_password(digest, row.password_hash):
                 raise Forbidden("invalid credentials")
             if not row.active:
@@ -244,11 +208,7 @@ class AuthService:
         key = token_hash(token)
         self._checked.pop(key, None)
         with self._engine.begin() as conn:
-            conn.execute(
-                sa.update(t.user_sessions)
-                .where(t.user_sessions.c.token_hash == key, t.user_sessions.c.kind == "session")
-                .values(revoked=True)
-            )
+            store.revoke_login_session(conn, key)
 
     def forget_user(self, user_id: int) -> None:
         """Drop every remembered token check of ``user_id``, so that the next request re-reads
@@ -265,7 +225,7 @@ class AuthService:
         if hit is not None and time.monotonic() - hit[0] < SESSION_CACHE_S and hit[1] >= self._clock.now():
             return hit[2]
         with self._reader.connect() as conn:
-            row = conn.execute(_SESSION_USER, {"key": key}).first()
+            row = store.session_user(conn, key)
         if row is None or row.revoked or row.expires_at < self._clock.now():
             raise Unauthenticated("invalid or expired token; log in again (det user login)")
         if not row.active:
@@ -278,21 +238,21 @@ class AuthService:
 
     def user_by_id(self, user_id: int) -> User:
         with self._reader.connect() as conn:
-            row = conn.execute(_USER_BY_ID, {"target": user_id}).first()
+            row = store.user_by_id(conn, user_id)
         if row is None:
             raise InvalidRequest(f"no user with id {user_id}")
         return user_of_row(row)
 
     def user_by_name(self, username: str) -> User:
         with self._reader.connect() as conn:
-            row = conn.execute(select_users().where(t.users.c.username == username)).first()
+            row = store.user_by_name(conn, username)
         if row is None:
             raise InvalidRequest(f"no user named {username!r}")
         return user_of_row(row)
 
     def list_users(self) -> list[User]:
         with self._reader.connect() as conn:
-            return [user_of_row(r) for r in conn.execute(select_users().order_by(t.users.c.id))]
+            return [user_of_row(r) for r in store.all_users(conn)]
 
     def ensure_user(self, username: str, *, admin: bool = False) -> User:
         """The user named ``username``, created (active, with a random password nobody
@@ -300,13 +260,14 @@ class AuthService:
         if not username or len(username) > 255:
             raise InvalidRequest(f"invalid user name {username!r}")
         with self._engine.begin() as conn:
-            row = conn.execute(sa.select(t.users).where(t.users.c.username == username)).first()
+            row = store.plain_user_by_name(conn, username)
             if row is None:
                 now = self._clock.now()
-                conn.execute(sa.insert(t.users).values(
-                    username=username, admin=admin, active=True, created_at=now, modified_at=now,
-                    password_hash=hash_password(client_hash(secrets.token_urlsafe(32)))))
-                row = conn.execute(sa.select(t.users).where(t.users.c.username == username)).one()
+                store.insert_user(conn, username=username, admin=admin, active=True, created_at=now,
+                                  modified_at=now,
+                                  password_hash=hash_password(client_hash(secrets.token_urlsafe(32))))
+                row = store.plain_user_by_name(conn, username)
+                assert row is not None  # just inserted, in this transaction
                 if self.on_user_created is not None:
                     self.on_user_created(conn, row.id, admin=admin)
         return user_of_row(row)
@@ -330,7 +291,7 @@ class AuthService:
             return {}
         now = self._clock.now()
         out, rows = {}, []
-        for row in conn.execute(_ALLOCATION_OWNERS, {"ids": list(allocation_ids)}):
+        for row in store.allocation_owners(conn, allocation_ids):
             if row.owner_id is None:
                 continue
             token = new_token()
@@ -339,7 +300,7 @@ class AuthService:
                          "expires_at": now + SESSION_LIFESPAN_S, "revoked": False,
                          "kind": TASK_KIND, "allocation_id": row.allocation_id})
         if rows:
-            conn.execute(sa.insert(t.user_sessions), rows)
+            store.insert_sessions(conn, rows)
             self._task_tokens.update((r["allocation_id"], r["token_hash"]) for r in rows)
         return out
 
@@ -347,16 +308,9 @@ class AuthService:
         """Revoke the task tokens of ended allocations, in ``conn`` (the transaction that ends
         them); ``None``: of every allocation that is over or gone (after a master restart).
         Call ``forget_task_sessions`` once it committed."""
-        s = t.user_sessions.c
-        q = sa.update(t.user_sessions).where(s.kind == TASK_KIND, s.revoked.is_(False))
-        if allocation_ids is None:
-            live = sa.select(t.allocations.c.allocation_id).where(t.allocations.c.state != AllocState.TERMINATED.value)
-            q = q.where(sa.or_(s.allocation_id.is_(None), s.allocation_id.not_in(live)))
-        elif not allocation_ids:
+        if allocation_ids is not None and not allocation_ids:
             return
-        else:
-            q = q.where(s.allocation_id.in_(list(allocation_ids)))
-        conn.execute(q.values(revoked=True))
+        store.revoke_task_sessions(conn, allocation_ids, ended_state=AllocState.TERMINATED.value)
 
     def forget_task_sessions(self, allocation_ids: Sequence[str]) -> None:
         """Drop the remembered checks of these allocations' task tokens (revoked), so the very
@@ -369,23 +323,12 @@ class AuthService:
     def _open_session(self, conn: sa.Connection, user_id: int) -> str:
         token = new_token()
         now = self._clock.now()
-        conn.execute(
-            sa.insert(t.user_sessions).values(
-                user_id=user_id,
-                token_hash=token_hash(token),
-                created_at=now,
-                expires_at=now + SESSION_LIFESPAN_S,
-                revoked=False,
-            )
-        )
+        store.open_session(conn, user_id, token_hash(token), now, now + SESSION_LIFESPAN_S)
         return token
 
     def set_password(self, user_id: int, password: str) -> None:
         if len(password) < 8:
             raise Conflict("password must be at least 8 characters")
         with self._engine.begin() as conn:
-            conn.execute(
-                sa.update(t.users)
-                .where(t.users.c.id == user_id)
-                .values(password_hash=hash_password(client_hash(password)), modified_at=self._clock.now())
-            )
+            store.update_user(conn, user_id, password_hash=hash_password(client_hash(password)),
+                              modified_at=self._clock.now())

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ... import names as _names
 from ...errors import Conflict, InvalidRequest, NotFound
+from ...store import groups as store
 from ...store import reader
-from ...store import tables as t
 from ..access.rbac import RbacService
-from ..common import names as _names
 from .auth import User, user_of_row
 
 MAX_NAME = 255
@@ -53,12 +53,10 @@ class GroupService:
     def get(self, group_id: int) -> Group:
         """The group with its members."""
         with self._reader.connect() as conn:
-            row = conn.execute(sa.select(t.user_groups).where(t.user_groups.c.id == group_id)).first()
+            row = store.group(conn, group_id)
             if row is None:
                 raise NotFound(f"group {group_id} not found")
-            members = conn.execute(
-                sa.select(t.users).join(t.group_members, t.group_members.c.user_id == t.users.c.id)
-                .where(t.group_members.c.group_id == group_id).order_by(t.users.c.id)).all()
+            members = store.members(conn, group_id)
         users = tuple(user_of_row(m) for m in members)
         return Group(row.id, row.name, len(users), users)
 
@@ -68,21 +66,8 @@ class GroupService:
         ``limit`` 0 means all."""
         if offset < 0 or limit < 0:
             raise InvalidRequest("offset and limit must not be negative")
-        g, m = t.user_groups.c, t.group_members.c
-        where = []
-        if name:
-            where.append(g.name == name)
-        if user_id is not None:
-            where.append(g.id.in_(sa.select(m.group_id).where(m.user_id == user_id)))
-        count = (sa.select(sa.func.count()).select_from(t.group_members)
-                 .where(m.group_id == g.id).scalar_subquery())
-        q = sa.select(g.id, g.name, count.label("n")).where(*where).order_by(g.id).offset(offset)
-        if limit:
-            q = q.limit(limit)
         with self._reader.connect() as conn:
-            total = conn.execute(sa.select(sa.func.count()).select_from(t.user_groups)
-                                 .where(*where)).scalar_one()
-            rows = conn.execute(q).all()
+            rows, total = store.search(conn, user_id=user_id, group_name=name, offset=offset, limit=limit)
         return [Group(r.id, r.name, r.n) for r in rows], total
 
     def create(self, name: object, add_users: Iterable[int] = ()) -> Group:
@@ -91,9 +76,8 @@ class GroupService:
         with self._engine.begin() as conn:
             self._check_name_free(conn, name)
             self._check_users(conn, add_users)
-            group_id = conn.execute(sa.insert(t.user_groups).values(name=name)).inserted_primary_key[0]
-            for uid in add_users:
-                conn.execute(sa.insert(t.group_members).values(group_id=group_id, user_id=uid))
+            group_id = store.insert(conn, name)
+            store.add_members(conn, group_id, add_users)
         self._rbac.invalidate()
         return self.get(group_id)
 
@@ -107,43 +91,34 @@ class GroupService:
             raise InvalidRequest(f"users {sorted(both)} are both added and removed; say one")
         if name is not None:
             name = check_group_name(name)
-        m = t.group_members.c
         with self._engine.begin() as conn:
-            current = conn.execute(sa.select(t.user_groups.c.name)
-                                   .where(t.user_groups.c.id == group_id)).scalar()
+            current = store.name(conn, group_id)
             if current is None:
                 raise NotFound(f"group {group_id} not found")
             if name is not None and name != current:
                 self._check_name_free(conn, name)
-                conn.execute(sa.update(t.user_groups).where(t.user_groups.c.id == group_id)
-                             .values(name=name))
+                store.rename(conn, group_id, name)
             self._check_users(conn, add + remove)
-            members = set(conn.execute(sa.select(m.user_id).where(m.group_id == group_id)).scalars())
+            members = store.member_ids(conn, group_id)
             missing = [u for u in remove if u not in members]
             if missing:
                 raise InvalidRequest(f"users {missing} are not members of group {current!r}")
-            for uid in add:
-                if uid not in members:
-                    conn.execute(sa.insert(t.group_members).values(group_id=group_id, user_id=uid))
+            store.add_members(conn, group_id, [uid for uid in add if uid not in members])
             if remove:
-                conn.execute(sa.delete(t.group_members)
-                             .where(m.group_id == group_id, m.user_id.in_(remove)))
+                store.remove_members(conn, group_id, remove)
         self._rbac.invalidate()
         return self.get(group_id)
 
     def delete(self, group_id: int) -> None:
         with self._engine.begin() as conn:
-            if conn.execute(sa.select(t.user_groups.c.id)
-                            .where(t.user_groups.c.id == group_id)).first() is None:
+            if not store.exists(conn, group_id):
                 raise NotFound(f"group {group_id} not found")
-            conn.execute(sa.delete(t.role_assignments).where(t.role_assignments.c.group_id == group_id))
-            conn.execute(sa.delete(t.group_members).where(t.group_members.c.group_id == group_id))
-            conn.execute(sa.delete(t.user_groups).where(t.user_groups.c.id == group_id))
+            store.delete(conn, group_id)
         self._rbac.invalidate()
 
     @staticmethod
     def _check_name_free(conn: sa.Connection, name: str) -> None:
-        if conn.execute(sa.select(t.user_groups.c.id).where(t.user_groups.c.name == name)).first():
+        if store.named(conn, name):
             raise Conflict(f"a group named {name!r} already exists")
 
     @staticmethod
@@ -151,7 +126,7 @@ class GroupService:
         ids = tuple(ids)
         if not ids:
             return
-        found = set(conn.execute(sa.select(t.users.c.id).where(t.users.c.id.in_(ids))).scalars())
+        found = store.existing_users(conn, ids)
         missing = [u for u in ids if u not in found]
         if missing:
             raise NotFound(f"users {missing} not found")

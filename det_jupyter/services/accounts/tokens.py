@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from ...errors import Conflict, Forbidden, InvalidRequest, NotFound
+from ...store import accounts as store
 from ...store import reader
-from ...store import tables as t
 from ..common.clock import Clock
 from .auth import AuthService, User, new_token, token_hash
 
@@ -26,7 +26,7 @@ DAY_S = 24 * 3600
 DEFAULT_LIFESPAN_S = 30 * DAY_S
 MAX_LIFESPAN_S = 365 * DAY_S
 MAX_DESCRIPTION = 1024
-KIND = "access"
+KIND = store.ACCESS_KIND
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
           "d": float(DAY_S)}
@@ -74,12 +74,11 @@ class TokenInfo:
         return not self.revoked and self.expires_at >= now
 
 
+# sortBy -> the user_sessions column.
 _SORT = {
-    "": t.user_sessions.c.id, "SORT_BY_UNSPECIFIED": t.user_sessions.c.id,
-    "SORT_BY_USER_ID": t.user_sessions.c.user_id, "SORT_BY_EXPIRY": t.user_sessions.c.expires_at,
-    "SORT_BY_CREATED_AT": t.user_sessions.c.created_at,
-    "SORT_BY_TOKEN_TYPE": t.user_sessions.c.kind, "SORT_BY_REVOKED": t.user_sessions.c.revoked,
-    "SORT_BY_DESCRIPTION": t.user_sessions.c.description,
+    "": "id", "SORT_BY_UNSPECIFIED": "id", "SORT_BY_USER_ID": "user_id", "SORT_BY_EXPIRY": "expires_at",
+    "SORT_BY_CREATED_AT": "created_at", "SORT_BY_TOKEN_TYPE": "kind", "SORT_BY_REVOKED": "revoked",
+    "SORT_BY_DESCRIPTION": "description",
 }
 
 
@@ -128,16 +127,12 @@ class TokenService:
         token = new_token()
         now = self._clock.now()
         with self._engine.begin() as conn:
-            user = conn.execute(sa.select(t.users.c.username, t.users.c.active)
-                                .where(t.users.c.id == user_id)).first()
+            user = store.name_and_active(conn, user_id)
             if user is None:
                 raise NotFound(f"user {user_id} not found")
             if not user.active:
                 raise Conflict(f"user {user.username} is deactivated; reactivate it first")
-            token_id = conn.execute(sa.insert(t.user_sessions).values(
-                user_id=user_id, token_hash=token_hash(token), created_at=now,
-                expires_at=now + seconds, revoked=False, kind=KIND,
-                description=text)).inserted_primary_key[0]
+            token_id = store.insert_access_token(conn, user_id, token_hash(token), now, now + seconds, text)
         return token, TokenInfo(token_id, user_id, now, now + seconds, False, text)
 
     def list(self, *, actor: User, may_administrate: bool, username: str | None = None,
@@ -151,34 +146,19 @@ class TokenService:
                                  f"{', '.join(k for k in _SORT if k)}")
         if offset < 0 or limit < 0:
             raise InvalidRequest("offset and limit must not be negative")
-        s = t.user_sessions.c
-        where = [s.kind == KIND]
-        if not may_administrate:
-            where.append(s.user_id == actor.id)
-        if username:
-            owner = sa.select(t.users.c.id).where(t.users.c.username == username).scalar_subquery()
-            if not may_administrate and username != actor.username:
-                raise Forbidden("listing another user's tokens needs the ADMINISTRATE_TOKENS "
-                                "permission (ClusterAdmin)")
-            where.append(s.user_id == owner)
-        if token_ids:
-            where.append(s.id.in_(token_ids))
-        elif not show_inactive:
-            where += [s.revoked.is_(False), s.expires_at >= self._clock.now()]
-        col = _SORT[sort_by]
-        q = sa.select(t.user_sessions).where(*where).order_by(col.desc() if descending else col.asc(), s.id)
-        if limit:
-            q = q.limit(limit)
+        if username and not may_administrate and username != actor.username:
+            raise Forbidden("listing another user's tokens needs the ADMINISTRATE_TOKENS "
+                            "permission (ClusterAdmin)")
+        live_at = None if token_ids or show_inactive else self._clock.now()
         with self._reader.connect() as conn:
-            total = conn.execute(sa.select(sa.func.count()).select_from(t.user_sessions)
-                                 .where(*where)).scalar_one()
-            rows = conn.execute(q.offset(offset)).all()
+            rows, total = store.access_tokens_page(
+                conn, user_id=None if may_administrate else actor.id, owner=username, ids=token_ids,
+                live_at=live_at, sort=_SORT[sort_by], descending=descending, offset=offset, limit=limit)
         return [_info(r) for r in rows], total
 
     def get(self, token_id: int, *, actor: User, may_administrate: bool) -> TokenInfo:
-        s = t.user_sessions.c
         with self._reader.connect() as conn:
-            row = conn.execute(sa.select(t.user_sessions).where(s.id == token_id, s.kind == KIND)).first()
+            row = store.access_token(conn, token_id)
         if row is None or (row.user_id != actor.id and not may_administrate):
             raise NotFound(f"access token {token_id} not found")
         return _info(row)
@@ -194,8 +174,7 @@ class TokenService:
             values["revoked"] = True
         if values:
             with self._engine.begin() as conn:
-                conn.execute(sa.update(t.user_sessions).where(t.user_sessions.c.id == token_id)
-                             .values(**values))
+                store.update_token(conn, token_id, **values)
         if revoke:
             self._auth.forget_user(info.user_id)
         return self.get(token_id, actor=actor, may_administrate=may_administrate)

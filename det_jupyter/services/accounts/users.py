@@ -28,11 +28,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ... import names as _names
 from ...errors import Conflict, Forbidden, InvalidRequest, NotFound
+from ...store import accounts as store
 from ...store import reader
-from ...store import tables as t
 from ..access.rbac import UNCATEGORIZED, RbacService
-from ..common import names as _names
 from ..common.clock import Clock
 from .auth import (
     AgentUserGroup,
@@ -40,7 +40,6 @@ from .auth import (
     User,
     client_hash,
     hash_password,
-    select_users,
     token_hash,
     user_of_row,
 )
@@ -133,10 +132,7 @@ def parse_agent_user_group(raw: object) -> AgentUserGroup | None:
 
 def set_link(conn: sa.Connection, user_id: int, link: AgentUserGroup | None) -> None:
     """Link ``user_id`` with an agent user (None: unlink), in ``conn``."""
-    conn.execute(sa.delete(t.agent_user_groups).where(t.agent_user_groups.c.user_id == user_id))
-    if link is not None:
-        conn.execute(sa.insert(t.agent_user_groups).values(
-            user_id=user_id, uid=link.uid, gid=link.gid, user_name=link.user, group_name=link.group))
+    store.set_link(conn, user_id, None if link is None else (link.uid, link.gid, link.user, link.group))
 
 
 def check_display_name(name: object) -> str:
@@ -186,18 +182,14 @@ class UserPatch:
 
 def revoke_sessions(conn: sa.Connection, user_id: int, *, keep_token: str | None = None) -> None:
     """Revoke the user's login sessions (not access tokens), except ``keep_token``'s."""
-    s = t.user_sessions.c
-    q = sa.update(t.user_sessions).where(s.user_id == user_id, s.kind == "session", s.revoked.is_(False))
-    if keep_token:
-        q = q.where(s.token_hash != token_hash(keep_token))
-    conn.execute(q.values(revoked=True))
+    store.revoke_login_sessions(conn, user_id, keep=token_hash(keep_token) if keep_token else None)
 
 
+# sortBy -> the users column.
 _SORT = {
-    "SORT_BY_USER_NAME": t.users.c.username, "SORT_BY_NAME": t.users.c.username,
-    "SORT_BY_DISPLAY_NAME": t.users.c.display_name, "SORT_BY_ADMIN": t.users.c.admin,
-    "SORT_BY_ACTIVE": t.users.c.active, "SORT_BY_MODIFIED_TIME": t.users.c.modified_at,
-    "SORT_BY_UNSPECIFIED": t.users.c.id, "": t.users.c.id,
+    "SORT_BY_USER_NAME": "username", "SORT_BY_NAME": "username", "SORT_BY_DISPLAY_NAME": "display_name",
+    "SORT_BY_ADMIN": "admin", "SORT_BY_ACTIVE": "active", "SORT_BY_MODIFIED_TIME": "modified_at",
+    "SORT_BY_UNSPECIFIED": "id", "": "id",
 }
 
 
@@ -213,7 +205,7 @@ class UserService:
 
     def get(self, user_id: int) -> User:
         with self._reader.connect() as conn:
-            row = conn.execute(select_users().where(t.users.c.id == user_id)).first()
+            row = store.user_by_id(conn, user_id)
         if row is None:
             raise NotFound(f"user {user_id} not found")
         return user_of_row(row)
@@ -228,23 +220,9 @@ class UserService:
                                  f"{', '.join(k for k in _SORT if k)}")
         if offset < 0 or limit < 0:
             raise InvalidRequest("offset and limit must not be negative")
-        u = t.users.c
-        where = []
-        if active is not None:
-            where.append(u.active.is_(active))
-        if admin is not None:
-            where.append(u.admin.is_(admin))
-        if name:
-            pattern = f"%{name.lower()}%"
-            where.append(sa.or_(sa.func.lower(u.username).like(pattern),
-                                sa.func.lower(sa.func.coalesce(u.display_name, "")).like(pattern)))
-        col = _SORT[sort_by]
-        q = select_users().where(*where).order_by(col.desc() if descending else col.asc(), u.id)
-        if limit:
-            q = q.limit(limit)
         with self._reader.connect() as conn:
-            total = conn.execute(sa.select(sa.func.count()).select_from(t.users).where(*where)).scalar_one()
-            rows = conn.execute(q.offset(offset)).all()
+            rows, total = store.users_page(conn, active=active, admin=admin, name=name, sort=_SORT[sort_by],
+                                           descending=descending, offset=offset, limit=limit)
         return [user_of_row(r) for r in rows], total
 
     # -- writes ----------------------------------------------------------------------------
@@ -259,11 +237,10 @@ class UserService:
         pw_hash = stored_password(password, is_hashed)
         now = self._clock.now()
         with self._engine.begin() as conn:
-            if conn.execute(sa.select(t.users.c.id).where(t.users.c.username == username)).first():
+            if store.user_id_by_name(conn, username) is not None:
                 raise Conflict(f"a user named {username!r} already exists")
-            user_id = conn.execute(sa.insert(t.users).values(
-                username=username, password_hash=pw_hash, admin=admin, active=active,
-                display_name=shown, created_at=now, modified_at=now)).inserted_primary_key[0]
+            user_id = store.insert_user(conn, username=username, password_hash=pw_hash, admin=admin, active=active,
+                                        display_name=shown, created_at=now, modified_at=now)
             if agent_user_group is not None:
                 set_link(conn, user_id, agent_user_group)
             if self._auth.on_user_created is not None:
@@ -303,11 +280,9 @@ class UserService:
         if patch.password is not None:
             values["password_hash"] = stored_password(patch.password, patch.is_hashed)
         with self._engine.begin() as conn:
-            if "username" in values and conn.execute(
-                    sa.select(t.users.c.id).where(t.users.c.username == values["username"])).first():
+            if "username" in values and store.user_id_by_name(conn, str(values["username"])) is not None:
                 raise Conflict(f"a user named {values['username']!r} already exists")
-            conn.execute(sa.update(t.users).where(t.users.c.id == user_id)
-                         .values(**values, modified_at=self._clock.now()))
+            store.update_user(conn, user_id, **values, modified_at=self._clock.now())
             if patch.password is not None:
                 revoke_sessions(conn, user_id, keep_token=keep_token if actor.id == user_id else None)
             if patch.active is False:

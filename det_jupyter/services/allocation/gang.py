@@ -1,10 +1,12 @@
-"""Where an allocation runs: its containers (one per agent) and the ports its gang uses."""
+"""Where an allocation runs: its containers (one per agent; ``Container`` is the resource
+managers' record, ``rm.base``) and the ports its gang uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ...errors import Conflict
+from ...rm.base import Container
 
 #: Each gang gets a block of four ports from here, unique among live allocations: the torch
 #: rendezvous port on its chief, the harness collectives' port, and the stock harness's two
@@ -16,15 +18,6 @@ PORT_BASE = 29400
 PORT_BLOCK = 4
 EPHEMERAL_START = 32768
 PORT_BLOCKS = (EPHEMERAL_START - PORT_BASE) // PORT_BLOCK
-
-
-@dataclass(frozen=True)
-class Container:
-    """One agent's part of an allocation: its slots there and the address peers reach it at."""
-
-    agent_id: str
-    slot_ids: tuple[int, ...]
-    address: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)

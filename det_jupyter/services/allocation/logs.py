@@ -1,17 +1,23 @@
-"""Task logs: stored in order, queried with filters, followed live."""
+"""Task logs: stored in order, queried with filters, followed live.
+
+``LogFilter`` is ``det_jupyter.store.logs``'s, named here too: handlers build one for
+``LogService.query``."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from det_agent.wire import LogLine
+
+from ...store import logs as store
 from ...store import reader
-from ...store import tables as t
+from ...store.logs import NO_FILTER, LogFilter
 from ..common.clock import Clock
 
 
@@ -55,40 +61,6 @@ def line_level(text: str, stdtype: str) -> tuple[str, int | None]:
     return ("ERROR" if stdtype == "stderr" else "INFO"), rank
 
 
-@dataclass(frozen=True)
-class LogFilter:
-    """Which lines a log query returns (each empty field: any)."""
-
-    levels: tuple[str, ...] = ()
-    rank_ids: tuple[int, ...] = ()
-    agent_ids: tuple[str, ...] = ()
-    allocation_ids: tuple[str, ...] = ()
-    stdtypes: tuple[str, ...] = ()
-    sources: tuple[str, ...] = ()
-    search_text: str | None = None  # a substring
-    after: float | None = None
-    before: float | None = None
-
-    def where(self) -> list[Any]:
-        c = t.task_logs.c
-        out: list[Any] = []
-        for column, values in ((c.level, self.levels), (c.rank_id, self.rank_ids), (c.agent_id, self.agent_ids),
-                               (c.allocation_id, self.allocation_ids), (c.stdtype, self.stdtypes),
-                               (c.source, self.sources)):
-            if values:
-                out.append(column.in_(values))
-        if self.search_text:
-            out.append(c.log.contains(self.search_text, autoescape=True))
-        if self.after is not None:
-            out.append(c.timestamp > self.after)
-        if self.before is not None:
-            out.append(c.timestamp < self.before)
-        return out
-
-
-NO_FILTER = LogFilter()
-
-
 class LogService:
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
@@ -103,7 +75,7 @@ class LogService:
         self._last_seq[(allocation_id, agent_id)] = -1
 
     def append_agent_lines(
-        self, *, task_id: str, allocation_id: str, trial_id: int | None, agent_id: str, lines: list[dict]
+        self, *, task_id: str, allocation_id: str, trial_id: int | None, agent_id: str, lines: Sequence[LogLine]
     ) -> int:
         """Store a batch from an agent, dropping lines already stored (by ``seq``, which counts
         per container: each agent of a gang numbers its own lines)."""
@@ -113,21 +85,16 @@ class LogService:
             if not lines:
                 return 0
             with self._reader.connect() as conn:
-                last = conn.execute(
-                    sa.select(sa.func.coalesce(sa.func.max(t.task_logs.c.seq), -1)).where(
-                        t.task_logs.c.allocation_id == allocation_id,
-                        t.task_logs.c.agent_id == agent_id,
-                    )
-                ).scalar_one()
+                last = store.last_seq(conn, allocation_id, agent_id)
         now = self._clock.now()
         rows = []
         for line in lines:
-            seq = int(line.get("seq", last + 1))
+            seq = line.seq
             if seq <= last:
                 continue
             last = seq
-            stdtype = line.get("stdtype") or "stdout"
-            text = str(line.get("log", ""))
+            stdtype = line.stdtype or "stdout"
+            text = line.log
             level, rank = line_level(text, stdtype)
             rows.append({
                 "task_id": task_id,
@@ -135,11 +102,11 @@ class LogService:
                 "trial_id": trial_id,
                 "agent_id": agent_id,
                 "seq": seq,
-                "timestamp": parse_time(line.get("timestamp"), now),
+                "timestamp": parse_time(line.timestamp, now),
                 "level": level,
                 "stdtype": stdtype,
                 "source": "task",
-                "rank_id": rank if line.get("rank_id") is None else line.get("rank_id"),
+                "rank_id": rank if line.rank_id is None else line.rank_id,
                 "log": text,
             })
         self._insert(rows)
@@ -173,7 +140,7 @@ class LogService:
         for row in rows:
             row["log"] = storable_text(row["log"])
         with self._engine.begin() as conn:
-            conn.execute(sa.insert(t.task_logs), rows)
+            store.insert(conn, rows)
         self._changed.set()
         self._changed = asyncio.Event()
 
@@ -183,18 +150,9 @@ class LogService:
     ) -> list[sa.Row]:
         """Stored lines in order (``descending``: newest first), ``where`` they match; at most
         ``limit`` of them (0 or None: all)."""
-        q = sa.select(t.task_logs).where(*where.where())
-        if trial_id is not None:
-            q = q.where(t.task_logs.c.trial_id == trial_id)
-        if task_id is not None:
-            q = q.where(t.task_logs.c.task_id == task_id)
-        if after_id:
-            q = q.where(t.task_logs.c.id > after_id)
-        q = q.order_by(t.task_logs.c.id.desc() if descending else t.task_logs.c.id)
-        if limit:
-            q = q.limit(limit)
         with self._reader.connect() as conn:
-            return list(conn.execute(q))
+            return store.query(conn, trial_id=trial_id, task_id=task_id, after_id=after_id, limit=limit,
+                               descending=descending, where=where)
 
     async def wait_for_more(self, timeout: float) -> None:
         """Return when new lines were stored, or after ``timeout`` seconds."""

@@ -11,22 +11,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 
+from det_agent.wire import TaskSpec
+
 from ... import scheduler
 from ...errors import Conflict, InvalidRequest, NotFound, Unauthenticated
+from ...rm.base import ResourceManager
+from ...store import allocations as store
 from ...store import reader, single_statement
-from ...store import tables as t
 from ..accounts.auth import AllocationPrincipal, AuthService, new_token, token_hash, user_of_row
 from ..common.clock import Clock
+from ..common.late import Late
 from ..common.states import AllocState
 from . import _rows as rows
 from .gang import PORT_BASE, PORT_BLOCK, PORT_BLOCKS, Container, Gang, free_port
-from .spec import with_run_as
+from .spec import with_run_as, with_user_token
 
 log = logging.getLogger("det_jupyter.allocations")
 
@@ -36,10 +40,10 @@ class AllocationOwner(Protocol):
 
     def build_specs_many(
         self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
-    ) -> dict[str, list[dict]]:
-        """The TaskSpecs (docs/internals.md) of a pass's placements (allocation, gang, token),
-        one per container, by allocation id; what starting the runs changes is written in
-        ``conn`` (the placements' transaction)."""
+    ) -> Mapping[str, Sequence[TaskSpec]]:
+        """The TaskSpecs (docs/internals.md) of a pass's placements (allocation row, gang,
+        token), one per container, by allocation id; what starting the runs changes is written
+        in ``conn`` (the placements' transaction)."""
 
     def allocations_exited(
         self, ended: Sequence[tuple[Any, int | None, str | None]], conn: sa.Connection
@@ -47,45 +51,6 @@ class AllocationOwner(Protocol):
         """React to the end of a turn's allocations (allocation, exit code, reason): decide
         restart, completion, error, written in ``conn``'s transaction; returns, in order, what
         must run once it committed."""
-
-
-class Launcher(Protocol):
-    """The resource manager side: how to start and kill placed allocations."""
-
-    def start(self, agent_id: str, allocation_id: str, spec: dict) -> None: ...
-
-    def kill(self, agent_id: str, allocation_id: str) -> None: ...
-
-    def schedule_soon(self) -> None: ...
-
-    def released(self, allocation_id: str, agent_id: str | None = None) -> None: ...
-
-
-# The users columns a User is made of (``user_of_row``), read with a task's allocation.
-_OWNER_COLUMNS = [t.users.c[name] for name in ("id", "username", "admin", "active", "display_name", "modified_at")]
-
-
-# Preempt and kill, each one statement where the allocation has started: a pending one ends
-# instead, an ended one stays as it is.
-_STARTED = sa.and_(t.allocations.c.allocation_id == sa.bindparam("target"),
-                   t.allocations.c.state.not_in([AllocState.PENDING.value, AllocState.TERMINATED.value]))
-_ASK_TO_STOP = sa.update(t.allocations).where(_STARTED).values(preempt_requested=True)
-_TERMINATE = (sa.update(t.allocations).where(_STARTED, t.allocations.c.agent_id.is_not(None))
-              .values(state=AllocState.TERMINATING.value).returning(*t.allocations.c))
-
-
-# Allocations in some states as the scheduler sees them, with their job's queue fields.
-_VIEW_ROWS = (
-    sa.select(
-        t.allocations.c.allocation_id, t.allocations.c.state, t.allocations.c.slots, t.allocations.c.priority,
-        t.allocations.c.resource_pool, t.allocations.c.submitted_at, t.allocations.c.job_id,
-        t.allocations.c.trial_id, t.allocations.c.agent_id, t.allocations.c.slot_ids,
-        t.allocations.c.placement, t.allocations.c.preempt_requested,
-        t.jobs.c.priority.label("job_priority"), t.jobs.c.weight, t.jobs.c.max_slots, t.jobs.c.queue_position,
-    )
-    .select_from(t.allocations.outerjoin(t.jobs, t.jobs.c.job_id == t.allocations.c.job_id))
-    .where(t.allocations.c.state.in_(sa.bindparam("states", expanding=True)))
-)
 
 
 @dataclass
@@ -102,7 +67,14 @@ class _Live:
 
 
 class AllocationService:
-    def __init__(self, engine: sa.Engine, clock: Clock, auth: AuthService) -> None:
+    """Allocations, and the :class:`~det_jupyter.rm.base.AllocationPort` a resource manager
+    calls. ``owner`` (trials and commands) and ``launcher`` (the resource manager) close
+    construction cycles: the composition root binds them once both sides exist."""
+
+    def __init__(
+        self, engine: sa.Engine, clock: Clock, auth: AuthService, *,
+        owner: Late[AllocationOwner], launcher: Late[ResourceManager],
+    ) -> None:
         self._next_block = random.randrange(PORT_BLOCKS)  # see _gang.free_port
         self._engine = engine
         self._reader = reader(engine)  # read-only work: no transaction round trips
@@ -113,14 +85,26 @@ class AllocationService:
         # token hash → principal, for allocations that have not ended; dropped in exited(),
         # the only way an allocation ends while this master runs.
         self._principals: dict[str, AllocationPrincipal] = {}
-        self.owner: AllocationOwner | None = None
-        self.launcher: Launcher | None = None
+        self._owner = owner
+        self._launcher = launcher
         self.on_change: Callable[[], None] = lambda: None
         self._pending_view: dict[str, scheduler.Request] | None = None  # see scheduler_view
         self._started: list[str] = []  # started() of this loop turn, written together
         self._exits: list[tuple[str, int | None, str | None, str]] = []  # exited_soon() of this turn
         self._flush_pending = False  # _flush_turn is scheduled
         self._jobs: dict[str, Any] = {}  # job id -> its scheduling settings, see _job
+
+    @property
+    def launcher(self) -> ResourceManager | None:
+        """The resource manager, once bound (services used without one, in tests: None)."""
+        return self._launcher.get() if self._launcher.bound else None
+
+    def schedule_soon(self) -> None:
+        """Ask the resource manager for a scheduling pass soon (nothing where none is bound:
+        services used without one, in tests)."""
+        launcher = self.launcher
+        if launcher is not None:
+            launcher.schedule_soon()
 
     # -- requests -----------------------------------------------------------------------
 
@@ -138,14 +122,12 @@ class AllocationService:
     ) -> str:
         """Insert a PENDING allocation for ``task_id`` inside the caller's transaction
         (``before``: how many the task had, where the caller knows)."""
-        n = before if before is not None else conn.execute(rows.COUNT_OF_TASK, {"task_id": task_id}).scalar_one()
+        n = before if before is not None else store.count_of_task(conn, task_id)
         allocation_id = f"{task_id}.{n + 1}"
         now = self._clock.now()
-        conn.execute(rows.INSERT, {
-            "allocation_id": allocation_id, "task_id": task_id, "trial_id": trial_id,
-            "slots": slots, "priority": priority, "resource_pool": resource_pool, "job_id": job_id,
-            "submitted_at": now,
-        })
+        store.insert_pending(conn, allocation_id=allocation_id, task_id=task_id, trial_id=trial_id,
+                             slots=slots, priority=priority, resource_pool=resource_pool, job_id=job_id,
+                             submitted_at=now)
         if self._pending_view is not None:
             # Kept warm: a long queue is not read again for each new request. (Should the
             # caller's transaction roll back, placing the phantom finds no pending row and
@@ -164,43 +146,37 @@ class AllocationService:
         if job_id is None:
             return None
         if job_id not in self._jobs:
-            self._jobs[job_id] = conn.execute(rows.JOB, {"job_id": job_id}).first()
+            self._jobs[job_id] = store.job_settings(conn, job_id)
         return self._jobs[job_id]
 
     def pending(self) -> list[sa.Row]:
         with self._reader.connect() as conn:
-            return list(
-                conn.execute(
-                    sa.select(t.allocations).where(t.allocations.c.state == AllocState.PENDING.value)
-                )
-            )
+            return store.pending(conn)
 
     def get(self, allocation_id: str) -> sa.Row:
         with self._reader.connect() as conn:
-            row = conn.execute(
-                sa.select(t.allocations).where(t.allocations.c.allocation_id == allocation_id)
-            ).first()
+            row = store.get(conn, allocation_id)
         if row is None:
             raise NotFound(f"allocation {allocation_id} not found")
         return row
 
     # -- placement and running ----------------------------------------------------------
 
-    def assign(self, allocation_id: str, gang: list[Container]) -> list[dict] | None:
+    def assign(self, allocation_id: str, gang: list[Container]) -> list[TaskSpec] | None:
         """Mark a pending allocation placed on ``gang`` (chief first) and return the specs to
         send, one per container; None if it is no longer pending."""
         return self.assign_many([(allocation_id, gang)]).get(allocation_id)
 
     def assign_many(
         self, placements: Sequence[tuple[str, list[Container]]]
-    ) -> dict[str, list[dict]]:
+    ) -> dict[str, list[TaskSpec]]:
         """``assign`` for a whole scheduling pass in one transaction: the specs of every
         allocation that was still pending."""
         if not placements:
             return {}
         taken = {live.port for live in self._live.values() if live.port is not None}
-        placed: dict[str, tuple[list[dict], list[Container], int]] = {}
-        assert self.owner is not None
+        placed: dict[str, tuple[list[TaskSpec], list[Container], int]] = {}
+        owner = self._owner.get()
         now = self._clock.now()
         planned: dict[str, tuple[list[Container], str, int]] = {}  # by token hash
         for _, gang in placements:
@@ -217,9 +193,9 @@ class AllocationService:
         with self._engine.begin() as conn:
             # One statement per pass, whatever its size (executemany), then one read of what it
             # assigned: a placement whose allocation was no longer pending is absent.
-            conn.execute(rows.ASSIGN, params)
+            store.assign(conn, params)
             order = {key: i for i, key in enumerate(planned)}
-            assigned = sorted(conn.execute(rows.ASSIGNED_BY_TOKEN, {"hashes": list(planned)}),
+            assigned = sorted(store.assigned_by_token(conn, list(planned)),
                               key=lambda a: order[a.token_hash])  # the pass's order
             if len(assigned) < len(placements):
                 self.invalidate()  # the copy thought some pending
@@ -228,14 +204,15 @@ class AllocationService:
             for alloc in assigned:
                 gang, token, port = planned[alloc.token_hash]
                 runs.append((alloc, Gang(tuple(gang), port, port + 1), token))
-            specs_of = self.owner.build_specs_many(runs, conn)
+            specs_of = {allocation_id: list(specs)
+                        for allocation_id, specs in owner.build_specs_many(runs, conn).items()}
             # Its owner's identity in every spec of every kind: a user token (DET_USER_TOKEN,
             # one per allocation, revoked when it ends) and run_as where the owner is linked.
             owners = self._auth.open_task_sessions(conn, [alloc.allocation_id for alloc, _, _ in runs])
             for allocation_id, (user_token, link) in owners.items():
-                for spec in specs_of.get(allocation_id, ()):
-                    spec.setdefault("env", {})["DET_USER_TOKEN"] = user_token
-                    with_run_as(spec, link)
+                if allocation_id in specs_of:
+                    specs_of[allocation_id] = [with_run_as(with_user_token(spec, user_token), link)
+                                               for spec in specs_of[allocation_id]]
         for alloc, gang, _ in runs:
             placed[alloc.allocation_id] = (specs_of[alloc.allocation_id], list(gang.containers), gang.rendezvous_port)
             if self._pending_view is not None:
@@ -293,7 +270,7 @@ class AllocationService:
         if not ended:
             if started:
                 with self._single.begin() as conn:
-                    conn.execute(rows.RUNNING, {"ids": started})
+                    store.mark_running(conn, started)
                 self.on_change()
             return
         try:
@@ -302,7 +279,7 @@ class AllocationService:
             log.exception("ending %d allocations together failed; ending them one by one", len(ended))
             if started:
                 with self._engine.begin() as conn:
-                    conn.execute(rows.RUNNING, {"ids": started})
+                    store.mark_running(conn, started)
             for one in ended:
                 try:
                     self._end([one])
@@ -336,7 +313,7 @@ class AllocationService:
         """End allocations in one transaction (with ``started``'s RUNNING, if any), each with
         its owner's decision; then the effects that must follow the commit."""
         follows: list[tuple[str, Callable[[], None] | None]] = []
-        assert self.owner is not None
+        owner = self._owner.get()
         now = self._clock.now()
         how: dict[str, tuple[int | None, str | None]] = {}
         for allocation_id, exit_code, reason in ended:
@@ -347,16 +324,15 @@ class AllocationService:
         order = {allocation_id: i for i, allocation_id in enumerate(how)}
         with self._engine.begin() as conn:
             if started:
-                conn.execute(rows.RUNNING, {"ids": list(started)})
+                store.mark_running(conn, list(started))
             # One TERMINATE per distinct outcome (usually one for the whole turn), then each
             # owner's decision (theirs batched too: see OwnerRouter.allocations_exited).
             done = sorted(
                 ((alloc, *outcome) for outcome, ids in groups.items()
-                 for alloc in conn.execute(rows.TERMINATE, {"ids": ids, "exit_code": outcome[0],
-                                                            "exit_reason": outcome[1], "end_time": now})),
+                 for alloc in store.terminate(conn, ids, outcome[0], outcome[1], now)),
                 key=lambda d: order[d[0].allocation_id])  # the exits' order
             follows = list(zip([d[0].allocation_id for d in done],
-                               self.owner.allocations_exited(done, conn), strict=True))
+                               owner.allocations_exited(done, conn), strict=True))
             self._auth.revoke_task_sessions(conn, list(how))
         self._auth.forget_task_sessions(list(how))
         if started:
@@ -385,7 +361,7 @@ class AllocationService:
         """Ask the task to checkpoint and exit; kill it if it has not within ``timeout_s``."""
         # One statement where it has started (the usual case); the row is read only otherwise.
         with self._single.begin() as conn:
-            asked = conn.execute(_ASK_TO_STOP, {"target": allocation_id}).rowcount
+            asked = store.ask_to_stop(conn, allocation_id)
         if not asked:
             alloc = self.get(allocation_id)
             if alloc.state == AllocState.PENDING.value:
@@ -403,15 +379,15 @@ class AllocationService:
         None where it ended (it was pending) or had ended already."""
         # One statement where it is on an agent (the usual case); the row is read only otherwise.
         with self._single.begin() as conn:
-            alloc = conn.execute(_TERMINATE, {"target": allocation_id}).first()
+            alloc = store.terminate_started(conn, allocation_id)
         if alloc is None:
             alloc = self.get(allocation_id)
             if alloc.state != AllocState.TERMINATED.value:
                 self.exited(allocation_id, None, "killed before it started")
             return None
-        assert self.launcher is not None
+        launcher = self._launcher.get()
         for agent_id in rows.agents_of(alloc):
-            self.launcher.kill(agent_id, allocation_id)
+            launcher.kill(agent_id, allocation_id)
         return alloc.state
 
     # -- the task's own calls -----------------------------------------------------------
@@ -422,24 +398,7 @@ class AllocationService:
         if cached is not None:
             return cached
         with self._reader.connect() as conn:
-            row = conn.execute(
-                sa.select(
-                    t.allocations.c.allocation_id,
-                    t.allocations.c.task_id,
-                    t.allocations.c.trial_id,
-                    t.allocations.c.state,
-                    t.trials.c.experiment_id,
-                    sa.func.coalesce(t.experiments.c.owner_id, t.commands.c.owner_id).label("owner_id"),
-                    *_OWNER_COLUMNS,
-                )
-                .select_from(t.allocations)
-                .join(t.trials, t.trials.c.id == t.allocations.c.trial_id, isouter=True)
-                .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id, isouter=True)
-                .join(t.commands, t.commands.c.task_id == t.allocations.c.task_id, isouter=True)
-                .join(t.users, t.users.c.id == sa.func.coalesce(t.experiments.c.owner_id, t.commands.c.owner_id),
-                      isouter=True)
-                .where(t.allocations.c.token_hash == key)
-            ).first()
+            row = store.principal(conn, key)
         if row is None or row.state == AllocState.TERMINATED.value:
             raise Unauthenticated("invalid allocation token (the task has ended)")
         # The owner's row comes with the allocation's (a task without an owner acts as admin).
@@ -467,6 +426,13 @@ class AllocationService:
         alloc = self.get(allocation_id)
         return alloc.task_id, alloc.trial_id
 
+    def find_task(self, allocation_id: str) -> tuple[str, int | None] | None:
+        """``task_of``, None where the allocation is unknown (``AllocationPort``)."""
+        try:
+            return self.task_of(allocation_id)
+        except NotFound:
+            return None
+
     async def wait_preemption(self, allocation_id: str, timeout_s: float) -> bool:
         """Block up to ``timeout_s`` until the allocation is asked to stop; the answer."""
         live = self._live.get(allocation_id)
@@ -484,30 +450,18 @@ class AllocationService:
 
     def ack_preemption(self, allocation_id: str) -> None:
         with self._engine.begin() as conn:
-            n = conn.execute(
-                sa.update(t.allocations)
-                .where(
-                    t.allocations.c.allocation_id == allocation_id,
-                    t.allocations.c.state != AllocState.TERMINATED.value,
-                )
-                .values(acked_preemption=True)
-            ).rowcount
-        if not n:
+            acked = store.ack_preemption(conn, allocation_id)
+        if not acked:
             raise Conflict(f"allocation {allocation_id} has ended; nothing to acknowledge")
 
     def live_allocations(self) -> list[sa.Row]:
         with self._reader.connect() as conn:
-            return list(conn.execute(sa.select(t.allocations).where(t.allocations.c.state.in_(list(rows.LIVE_STATES)))))
+            return store.live(conn)
 
     def task_active(self, task_id: str) -> bool:
         """Whether the task still has an allocation waiting or running."""
         with self._reader.connect() as conn:
-            return conn.execute(
-                sa.select(t.allocations.c.allocation_id).where(
-                    t.allocations.c.task_id == task_id,
-                    t.allocations.c.state != AllocState.TERMINATED.value,
-                ).limit(1)
-            ).first() is not None
+            return store.task_active(conn, task_id)
 
     def live_on(self, agent_id: str) -> dict[str, list[int]]:
         """The live allocations with a container on ``agent_id``, and their slots there."""
@@ -533,7 +487,7 @@ class AllocationService:
         or ended. Every write to pending rows goes through this service (or calls
         ``invalidate``) in the event loop's thread, so the copy never lags a committed change.
         """
-        running = [rows.as_running(r) for r in self._view_rows(*rows.LIVE_STATES)]
+        running = [rows.as_running(r) for r in self._view_rows(*store.LIVE_STATES)]
         return list(self._waiting().values()), running
 
     def any_pending(self) -> bool:
@@ -548,31 +502,17 @@ class AllocationService:
 
     def _view_rows(self, *states: str) -> list[Any]:
         with self._reader.connect() as conn:
-            return list(conn.execute(_VIEW_ROWS, {"states": list(states)}))
+            return store.view_rows(conn, states)
 
     def recover(self) -> list[sa.Row]:
         """After a master restart: every allocation that was placed died with the old master
         (or will be killed when its agent says hello); end them without blaming the trial."""
         ended: list[Any] = []
         with self._engine.begin() as conn:
-            unfinished = list(
-                conn.execute(
-                    sa.select(t.allocations).where(t.allocations.c.state != AllocState.TERMINATED.value)
-                )
-            )
-            for row in unfinished:
+            for row in store.unfinished(conn):
                 if row.state == AllocState.PENDING.value:
                     continue  # still wanted; the scheduler will place it
-                conn.execute(
-                    sa.update(t.allocations)
-                    .where(t.allocations.c.allocation_id == row.allocation_id)
-                    .values(
-                        state=AllocState.TERMINATED.value,
-                        exit_reason="the master restarted",
-                        token_hash=None,
-                        end_time=self._clock.now(),
-                    )
-                )
+                store.end_after_restart(conn, row.allocation_id, self._clock.now())
                 ended.append(row)
             self._auth.revoke_task_sessions(conn, None)  # the old master's tasks' user tokens
         return ended

@@ -1,10 +1,16 @@
-"""Pure builders of a TaskSpec's parts (docs/internals.md): what every task of a gang is told
-about its master, itself and its gang. Trials and commands compose them."""
+"""Pure builders of a TaskSpec (docs/internals.md, ``det_agent.wire.TaskSpec``) and its parts:
+what every task of a gang is told about its master, itself and its gang. Trials and commands
+compose them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from det_agent.wire import Mount, RunAs, TaskSpec
 
 from ... import config as expconf
 from ..accounts.auth import AgentUserGroup
@@ -14,8 +20,43 @@ from .gang import Gang
 SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
 
 
-def master_env(ident: Any) -> dict[str, str]:
-    """How the task reaches its master (``ident``: a trials.MasterIdentity)."""
+class MasterAddress(Protocol):
+    """How tasks reach their master (``common.identity.MasterIdentity``)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def master_id(self) -> str: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """One run of a trial, as its TaskSpecs need it: the trial (``trial_id``, ``seed``,
+    ``hparams``, its ``latest_checkpoint`` to resume from at ``steps``), its experiment's
+    expanded ``config`` (and that as JSON, made once per experiment), its owner's user name,
+    and ``context_digest`` (``sha256:<hex>`` of the context archive; None: no context)."""
+
+    allocation_id: str
+    task_id: str
+    trial_id: int
+    experiment_id: int
+    run_id: int
+    seed: int
+    hparams: Mapping[str, Any]
+    latest_checkpoint: str | None
+    steps: int
+    config: Mapping[str, Any]
+    config_json: str
+    owner: str
+    context_digest: str | None = None
+
+
+def master_env(ident: MasterAddress) -> dict[str, str]:
+    """How the task reaches its master."""
     host_port = ident.url.split("://", 1)[-1].rstrip("/")
     host, _, port = host_port.rpartition(":")
     return {
@@ -37,16 +78,18 @@ def task_env(
     }
 
 
-def with_run_as(spec: dict, link: AgentUserGroup | None) -> dict:
+def with_run_as(spec: TaskSpec, link: AgentUserGroup | None) -> TaskSpec:
     """``spec`` with its owner's identity on agents: ``run_as`` where the owner is linked
     with an agent user, no ``run_as`` where not (the agent's default task account). The
     allocation service applies it to every spec of every kind it places, with the owner's
     link as of the placement (``AuthService.open_task_sessions``)."""
-    if link is not None:
-        spec["run_as"] = link.run_as()
-    else:
-        spec.pop("run_as", None)
-    return spec
+    run_as = None if link is None else RunAs(link.uid, link.gid, link.user, link.group)
+    return dataclasses.replace(spec, run_as=run_as)
+
+
+def with_user_token(spec: TaskSpec, user_token: str) -> TaskSpec:
+    """``spec`` with its owner's user token (``DET_USER_TOKEN``, one per allocation)."""
+    return dataclasses.replace(spec, env={**spec.env, "DET_USER_TOKEN": user_token})
 
 
 def gang_env(gang: Gang, rank: int) -> dict[str, str]:
@@ -68,57 +111,51 @@ def gang_env(gang: Gang, rank: int) -> dict[str, str]:
     }
 
 
-def trial_spec(
-    alloc: Any, trial: Any, exp_id: int, cfg: dict, cfg_json: str, owner: str, run_id: int,
-    steps: int, gang: Gang, rank: int, token: str, ident: Any,
-) -> dict:
-    """The TaskSpec of container ``rank`` of a trial's run: resuming from ``trial``'s latest
-    checkpoint at ``steps``; ``cfg_json`` is ``cfg`` as JSON (made once per experiment)."""
+def build_trial_spec(run: TrialRun, gang: Gang, rank: int, token: str, ident: MasterAddress) -> TaskSpec:
+    """The TaskSpec of container ``rank`` of a trial's run."""
     me = gang.containers[rank]
     agent_id, slot_ids = me.agent_id, list(me.slot_ids)
     addrs = [c.address for c in gang.containers]
     counts = [len(c.slot_ids) for c in gang.containers]
+    cfg = dict(run.config)
     storage = cfg.get("checkpoint_storage") or {}
     env = {
         **expconf.environment_variables(cfg, "cpu"),
         **master_env(ident),
-        **task_env(trial.task_id, alloc.allocation_id, rank, token, owner, "TRIAL"),
-        "DET_EXPERIMENT_ID": str(exp_id),
-        "DET_TRIAL_ID": str(trial.id),
-        "DET_TRIAL_RUN_ID": str(run_id),
-        "DET_TRIAL_SEED": str(trial.seed),
-        "DET_HPARAMS": json.dumps(trial.hparams),
-        "DET_EXPERIMENT_CONFIG": cfg_json,
-        "DET_STEPS_COMPLETED": str(steps),
+        **task_env(run.task_id, run.allocation_id, rank, token, run.owner, "TRIAL"),
+        "DET_EXPERIMENT_ID": str(run.experiment_id),
+        "DET_TRIAL_ID": str(run.trial_id),
+        "DET_TRIAL_RUN_ID": str(run.run_id),
+        "DET_TRIAL_SEED": str(run.seed),
+        "DET_HPARAMS": json.dumps(run.hparams),
+        "DET_EXPERIMENT_CONFIG": run.config_json,
+        "DET_STEPS_COMPLETED": str(run.steps),
         **gang_env(gang, rank),
     }
-    if trial.latest_checkpoint:
-        env["DET_LATEST_CHECKPOINT"] = trial.latest_checkpoint
+    if run.latest_checkpoint:
+        env["DET_LATEST_CHECKPOINT"] = run.latest_checkpoint
     mounts = []
     if storage.get("type") == "shared_fs" and storage.get("host_path"):
         env["DET_SHARED_FS_HOST_PATH"] = storage["host_path"]
-        mounts.append({
-            "host_path": storage["host_path"],
-            "container_path": storage.get("container_path") or SHARED_FS_CONTAINER_PATH,
-        })
+        mounts.append(Mount(storage["host_path"], storage.get("container_path") or SHARED_FS_CONTAINER_PATH))
     info = build_info_files(
         master_url=ident.url,
         cluster_id=ident.cluster_id,
         agent_id=agent_id,
         slot_ids=slot_ids,
-        task_id=trial.task_id,
-        allocation_id=alloc.allocation_id,
+        task_id=run.task_id,
+        allocation_id=run.allocation_id,
         session_token=token,
         task_type="TRIAL",
-        latest_checkpoint=trial.latest_checkpoint,
+        latest_checkpoint=run.latest_checkpoint,
         trial={
-            "trial_id": trial.id,
-            "experiment_id": exp_id,
-            "trial_seed": trial.seed,
-            "hparams": trial.hparams,
-            "config": cfg,
-            "steps_completed": steps,
-            "trial_run_id": run_id,
+            "trial_id": run.trial_id,
+            "experiment_id": run.experiment_id,
+            "trial_seed": run.seed,
+            "hparams": run.hparams,
+            "config": run.config,
+            "steps_completed": run.steps,
+            "trial_run_id": run.run_id,
             "debug": bool(cfg.get("debug")),
             "inter_node_network_interface": None,
         },
@@ -127,15 +164,17 @@ def trial_spec(
         container_slot_counts=counts,
         gpu_uuids=[],
     )
-    return {
-        "task_id": trial.task_id,
-        "allocation_id": alloc.allocation_id,
-        "task_type": "TRIAL",
-        "entrypoint": expconf.trial_entrypoint(
-            cfg["entrypoint"], int((cfg.get("resources") or {}).get("slots_per_trial") or 1)),
-        "env": env,
-        "slot_ids": slot_ids,
-        "context_url": f"/api/v1/tasks/{trial.task_id}/context_directory",
-        "info_files": info,
-        "mounts": mounts,
-    }
+    entrypoint = expconf.trial_entrypoint(
+        cfg["entrypoint"], int((cfg.get("resources") or {}).get("slots_per_trial") or 1))
+    return TaskSpec(
+        task_id=run.task_id,
+        allocation_id=run.allocation_id,
+        task_type="TRIAL",
+        entrypoint=entrypoint if isinstance(entrypoint, str) else tuple(entrypoint),
+        env=env,
+        slot_ids=tuple(slot_ids),
+        context_url=f"/api/v1/tasks/{run.task_id}/context_directory",
+        info_files=info,
+        mounts=tuple(mounts),
+        context_digest=run.context_digest,
+    )

@@ -17,15 +17,14 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from ...errors import Conflict, InvalidRequest, NotFound
+from ...store import checkpoints as store
 from ...store import reader
-from ...store import tables as t
 from ..common.states import TERMINAL
 from ._gc_policy import COLLECTABLE, CheckpointFacts, GcPolicy, TrialFacts, select_to_delete
 
@@ -36,7 +35,6 @@ log = logging.getLogger("det_jupyter.checkpoint_gc")
 
 _UUID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,63}")
 _TERMINAL = [s.value for s in TERMINAL]
-_CHUNK = 500
 COALESCE_S = 0.5  # how long the worker waits for more work before a round of collections
 
 
@@ -56,11 +54,6 @@ def storage_root(config: dict[str, Any]) -> Path | None:
 def checkpoint_dir(root: Path, uuid: str) -> Path | None:
     """``root/<uuid>``, or None for a uuid that is not a plain name (never a path outside root)."""
     return root / uuid if _UUID.fullmatch(uuid) else None
-
-
-def _chunks(items: list[str]) -> Iterable[list[str]]:
-    for i in range(0, len(items), _CHUNK):
-        yield items[i:i + _CHUNK]
 
 
 def _metric(body: str, name: str | None) -> float | None:
@@ -147,33 +140,24 @@ class CheckpointGC:
 
     def collect(self, experiment_id: int) -> list[str]:
         """Apply the experiment's policy now (on the calling thread); the uuids deleted."""
-        ck, tr, m = t.checkpoints.c, t.trials.c, t.metrics.c
-        collectable = (ck.experiment_id == experiment_id, ck.state.in_(COLLECTABLE), ck.trial_id.is_not(None))
         with self._reader.connect() as conn:
             # Its collectable checkpoints first (indexed by experiment): where there are none
             # (yet), the trial end costs this one read, not a read of all the experiment's trials.
-            rows = conn.execute(sa.select(ck.uuid, ck.trial_id, ck.steps_completed, ck.state)
-                                .where(*collectable)).all()
+            rows = store.collectable(conn, experiment_id, COLLECTABLE)
             if not rows:
                 return []
-            config = conn.execute(sa.select(t.experiments.c.config)
-                                  .where(t.experiments.c.id == experiment_id)).scalar()
+            config = store.experiment_config(conn, experiment_id)
             if config is None:
                 return []
             # Only what the policy looks at: the trials that have such checkpoints, and the
             # validations at those checkpoints' steps. Not every trial and validation of the
             # experiment, read again at each trial end (thousands of rows for a large search).
             trials = [TrialFacts(r.id, r.state not in _TERMINAL, r.latest_checkpoint)
-                      for r in conn.execute(sa.select(tr.id, tr.state, tr.latest_checkpoint).where(
-                          tr.id.in_(sa.select(ck.trial_id).where(*collectable))))]
+                      for r in store.trials_of_collectable(conn, experiment_id, COLLECTABLE)]
             metric_name = (config.get("searcher") or {}).get("metric")
             # (trial, step) -> the searcher metric and the validation's id (ties go by it)
             metrics: dict[tuple[int, int], tuple[float, int]] = {}
-            for v in conn.execute(sa.select(m.id, m.trial_id, m.steps_completed, m.body)
-                                  .join(t.checkpoints, sa.and_(ck.trial_id == m.trial_id,
-                                                               ck.steps_completed == m.steps_completed))
-                                  .where(*collectable, m.mgroup == "validation", m.archived.is_(False))
-                                  .order_by(m.id)):
+            for v in store.validations_of_collectable(conn, experiment_id, COLLECTABLE):
                 value = _metric(v.body, metric_name)
                 if value is not None:
                     metrics[(v.trial_id, v.steps_completed)] = (value, v.id)
@@ -195,39 +179,25 @@ class CheckpointGC:
         return deleted
 
     def _registered(self, conn: sa.Connection, uuids: list[str]) -> set[str]:
-        mv = t.model_versions.c
-        out: set[str] = set()
-        for part in _chunks(uuids):
-            out |= set(conn.execute(sa.select(mv.checkpoint_uuid).where(mv.checkpoint_uuid.in_(part))).scalars())
-        return out
+        return store.registered(conn, uuids)
 
     def _live_latest(self, conn: sa.Connection, uuids: list[str]) -> dict[str, int]:
-        tr = t.trials.c
-        out: dict[str, int] = {}
-        for part in _chunks(uuids):
-            for row in conn.execute(sa.select(tr.latest_checkpoint, tr.id).where(
-                    tr.latest_checkpoint.in_(part), tr.state.not_in(_TERMINAL))):
-                out[row.latest_checkpoint] = row.id
-        return out
+        """Those of ``uuids`` that are a live trial's latest checkpoint: {uuid: trial}."""
+        return store.latest_of_trials_in(conn, uuids, _TERMINAL)
 
     def _mark_deleted(self, uuids: list[str], *, strict: bool,
                       states: tuple[str, ...] = COLLECTABLE) -> list[str]:
         """Mark the checkpoints DELETED in one transaction that first locks their rows and then
         re-checks what protects them (a version registered meanwhile waits on the lock, then
         finds the checkpoint DELETED). ``strict``: a protected one refuses the whole request."""
-        ck = t.checkpoints.c
         with self._engine.begin() as conn:
-            locked: list[str] = []
-            for part in _chunks(uuids):
-                locked += conn.execute(sa.select(ck.uuid).where(ck.uuid.in_(part), ck.state.in_(states))
-                                       .with_for_update()).scalars().all()
+            locked = store.lock_in_states(conn, uuids, states)
             registered = self._registered(conn, locked)
             live = self._live_latest(conn, locked)
             if strict and (registered or live):
                 raise Conflict(_protected_message(conn, registered, live))
             doomed = [u for u in locked if u not in registered and u not in live]
-            for part in _chunks(doomed):
-                conn.execute(sa.update(t.checkpoints).where(ck.uuid.in_(part)).values(state="DELETED"))
+            store.mark_deleted(conn, doomed)
         return doomed
 
     # -- deletion by users ----------------------------------------------------------------
@@ -278,26 +248,15 @@ class CheckpointGC:
                         match.unlink(missing_ok=True)
             resources = {p.relative_to(path).as_posix(): str(p.stat().st_size)
                          for p in sorted(path.rglob("*")) if p.is_file()}
-            values: dict[str, Any] = {"resources": resources}
-            if not resources:
-                values["state"] = "DELETED"
-            elif globs:
-                values["state"] = "PARTIALLY_DELETED"
+            state = "DELETED" if not resources else "PARTIALLY_DELETED" if globs else None
             with self._engine.begin() as conn:
-                conn.execute(sa.update(t.checkpoints).where(
-                    t.checkpoints.c.uuid == uuid, t.checkpoints.c.state != "DELETED").values(**values))
+                store.record_files(conn, uuid, resources, state)
 
     def _roots(self, uuids: list[str]) -> dict[str, Path | None]:
         """Each checkpoint's storage root (its experiment's); NotFound naming the missing ones."""
-        ck = t.checkpoints.c
-        found: dict[str, Path | None] = {}
         with self._reader.connect() as conn:
-            for part in _chunks(uuids):
-                for row in conn.execute(sa.select(ck.uuid, t.experiments.c.config)
-                                        .select_from(t.checkpoints)
-                                        .outerjoin(t.experiments, t.experiments.c.id == ck.experiment_id)
-                                        .where(ck.uuid.in_(part))):
-                    found[row.uuid] = storage_root(row.config) if row.config else None
+            configs = store.experiment_configs(conn, uuids)
+        found = {uuid: storage_root(config) if config else None for uuid, config in configs.items()}
         missing = [u for u in uuids if u not in found]
         if missing:
             raise NotFound(f"checkpoint(s) not found: {', '.join(missing)}")
@@ -307,11 +266,7 @@ class CheckpointGC:
 def _protected_message(conn: sa.Connection, registered: set[str], live: dict[str, int]) -> str:
     parts = []
     if registered:
-        mv, m = t.model_versions.c, t.models.c
-        uses = conn.execute(sa.select(mv.checkpoint_uuid, m.name, mv.version)
-                            .join(t.models, m.id == mv.model_id)
-                            .where(mv.checkpoint_uuid.in_(sorted(registered)))
-                            .order_by(mv.checkpoint_uuid, m.name, mv.version)).all()
+        uses = store.version_uses(conn, registered)
         named = ", ".join(f"{u.checkpoint_uuid} (model {u.name} version {u.version})" for u in uses)
         parts.append(f"checkpoint(s) used by model versions: {named}; delete those versions first")
     if live:

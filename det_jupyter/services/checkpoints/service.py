@@ -12,8 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import InvalidRequest, NotFound
+from ...store import checkpoints as store
 from ...store import reader
-from ...store import tables as t
 from ..allocation.logs import parse_time
 from ..common.clock import Clock
 from .order import (
@@ -33,22 +33,6 @@ class CheckpointPage:
     total: int
     start: int
     end: int
-
-
-def _joined(where: Any) -> Any:
-    """Checkpoints with the ids and bodies of the visible training and validation reports at
-    their step (the metrics index on trial, group, archived, step finds each)."""
-    ck = t.checkpoints.c
-    cols: list[Any] = [t.checkpoints]
-    joined: Any = t.checkpoints
-    for group in ("training", "validation"):
-        report = t.metrics.alias(f"{group}_report")
-        m = report.c
-        cols += [m.id.label(f"{group}_id"), m.body.label(f"{group}_body")]
-        joined = joined.outerjoin(report, sa.and_(
-            m.trial_id == ck.trial_id, m.mgroup == group, m.archived.is_(False),
-            m.steps_completed == ck.steps_completed))
-    return sa.select(*cols).select_from(joined).where(where)
 
 
 def _listed(rows: list[Any], config: dict | None) -> list[ListedCheckpoint]:
@@ -92,34 +76,24 @@ class CheckpointService:
         if not isinstance(resources, dict):
             raise InvalidRequest("checkpoint.resources must map file paths to sizes")
         with self._engine.begin() as conn:
-            exp_id = None
-            if trial_id is not None:
-                exp_id = conn.execute(
-                    sa.select(t.trials.c.experiment_id).where(t.trials.c.id == trial_id)
-                ).scalar()
-            if conn.execute(sa.select(t.checkpoints.c.uuid).where(t.checkpoints.c.uuid == uuid)).first():
+            exp_id = store.experiment_of_trial(conn, trial_id) if trial_id is not None else None
+            if store.exists(conn, uuid):
                 return  # a retried report
-            conn.execute(
-                sa.insert(t.checkpoints).values(
-                    uuid=uuid, trial_id=trial_id, experiment_id=exp_id,
-                    task_id=ckpt.get("taskId") or task_id, allocation_id=ckpt.get("allocationId") or allocation_id,
-                    report_time=parse_time(ckpt.get("reportTime"), self._clock.now()),
-                    state="COMPLETED", resources={k: str(v) for k, v in resources.items()},
-                    ckpt_metadata=metadata, steps_completed=steps, storage_id=ckpt.get("storageId"),
-                )
+            store.insert_completed(
+                conn, uuid=uuid, trial_id=trial_id, experiment_id=exp_id,
+                task_id=ckpt.get("taskId") or task_id, allocation_id=ckpt.get("allocationId") or allocation_id,
+                report_time=parse_time(ckpt.get("reportTime"), self._clock.now()),
+                resources={k: str(v) for k, v in resources.items()},
+                metadata=metadata, steps_completed=steps, storage_id=ckpt.get("storageId"),
             )
             if trial_id is not None:
-                latest = conn.execute(
-                    sa.select(t.checkpoints.c.steps_completed)
-                    .join(t.trials, t.trials.c.latest_checkpoint == t.checkpoints.c.uuid)
-                    .where(t.trials.c.id == trial_id)
-                ).scalar()
+                latest = store.latest_step(conn, trial_id)
                 if latest is None or steps >= latest:
-                    conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(latest_checkpoint=uuid))
+                    store.set_latest(conn, trial_id, uuid)
 
     def get(self, uuid: str) -> sa.Row:
         with self._reader.connect() as conn:
-            row = conn.execute(sa.select(t.checkpoints).where(t.checkpoints.c.uuid == uuid)).first()
+            row = store.get(conn, uuid)
         if row is None:
             raise NotFound(f"checkpoint {uuid} not found")
         return row
@@ -130,33 +104,24 @@ class CheckpointService:
         if not isinstance(metadata, dict):
             raise InvalidRequest("checkpoint.metadata must be an object")
         with self._engine.begin() as conn:
-            done = conn.execute(sa.update(t.checkpoints).where(t.checkpoints.c.uuid == uuid)
-                                .values(ckpt_metadata=metadata)).rowcount
+            done = store.set_metadata(conn, uuid, metadata)
         if not done:
             raise NotFound(f"checkpoint {uuid} not found")
 
     def for_trial(self, trial_id: int) -> list[sa.Row]:
         with self._reader.connect() as conn:
-            return list(conn.execute(
-                sa.select(t.checkpoints).where(t.checkpoints.c.trial_id == trial_id)
-                .order_by(t.checkpoints.c.steps_completed)
-            ))
+            return store.of_trial(conn, trial_id)
 
     def for_experiment(self, exp_id: int) -> list[sa.Row]:
         with self._reader.connect() as conn:
-            return list(conn.execute(
-                sa.select(t.checkpoints).where(t.checkpoints.c.experiment_id == exp_id)
-                .order_by(t.checkpoints.c.report_time)
-            ))
+            return store.of_experiment(conn, exp_id)
 
     def listing(self, config: dict, query: CheckpointQuery, *, experiment_id: int | None = None,
                 trial_id: int | None = None) -> CheckpointPage:
         """A page of the experiment's (or trial's) checkpoints as ``query`` asks, with their
         metrics; ``config``: the experiment's (its searcher metric and its direction)."""
-        ck = t.checkpoints.c
-        where = ck.trial_id == trial_id if trial_id is not None else ck.experiment_id == experiment_id
         with self._reader.connect() as conn:
-            rows = conn.execute(_joined(where)).all()
+            rows = store.with_reports(conn, experiment_id=experiment_id, trial_id=trial_id)
         searcher = (config or {}).get("searcher") or {}
         ordered = order_checkpoints(_listed(rows, config), query,
                                     smaller_is_better=bool(searcher.get("smaller_is_better", True)))
@@ -166,7 +131,7 @@ class CheckpointService:
     def with_metrics(self, uuid: str, config: dict | None) -> ListedCheckpoint:
         """One checkpoint with the reports at its step (``get``'s NotFound if there is none)."""
         with self._reader.connect() as conn:
-            rows = conn.execute(_joined(t.checkpoints.c.uuid == uuid)).all()
+            rows = store.with_reports(conn, uuid=uuid)
         if not rows:
             raise NotFound(f"checkpoint {uuid} not found")
         return _listed(rows, config)[0]
@@ -178,13 +143,8 @@ class CheckpointService:
         if found is not None:
             return found
         with self._engine.begin() as conn:
-            found = conn.execute(
-                sa.select(t.checkpoint_storages.c.id).where(t.checkpoint_storages.c.config_key == key)
-            ).scalar()
+            found = store.storage_id(conn, key)
             if found is None:
-                found = conn.execute(
-                    sa.insert(t.checkpoint_storages).values(config_key=key, config=config or {})
-                    .returning(t.checkpoint_storages.c.id)
-                ).scalar_one()
+                found = store.add_storage(conn, key, config or {})
         self._storage_ids[key] = found
         return found

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import InvalidConfig
-from ...store import tables as t
+from ...store import experiments as store
 
 
 def warm_start_checkpoint(conn: sa.Connection, searcher: dict[str, Any] | None) -> str | None:
@@ -18,17 +18,14 @@ def warm_start_checkpoint(conn: sa.Connection, searcher: dict[str, Any] | None) 
     there is none: the experiment is refused, as 0.38.1 refuses it."""
     searcher = searcher or {}
     trial_id, uuid = searcher.get("source_trial_id"), searcher.get("source_checkpoint_uuid")
-    c = t.checkpoints.c
     if trial_id is not None:
-        found = conn.execute(
-            sa.select(c.uuid).where(c.trial_id == trial_id, c.state == "COMPLETED")
-            .order_by(c.steps_completed.desc(), c.report_time.desc()).limit(1)).scalar()
+        found = store.latest_completed_checkpoint(conn, trial_id)
         if found is None:
             raise InvalidConfig(f"searcher.source_trial_id: trial {trial_id} has no completed checkpoint "
                                 "to start from", field="searcher.source_trial_id")
         return found
     if uuid is not None:
-        found = conn.execute(sa.select(c.uuid).where(c.uuid == str(uuid), c.state == "COMPLETED")).scalar()
+        found = store.completed_checkpoint(conn, str(uuid))
         if found is None:
             raise InvalidConfig(f"searcher.source_checkpoint_uuid: no completed checkpoint {uuid}",
                                 field="searcher.source_checkpoint_uuid")

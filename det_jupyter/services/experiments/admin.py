@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import Conflict, DetError, InvalidRequest, NotFound
+from ...store import experiments as store
 from ...store import reader
-from ...store import tables as t
 from ..access.authz import Grants, Perm
 from ..access.rbac import RbacService
 from ..common.states import TERMINAL
@@ -94,14 +94,13 @@ class ExperimentAdmin:
             if archived and row.state not in _TERMINAL:
                 raise Conflict(f"experiment {exp_id} is {row.state}; only ended experiments can be "
                                "archived (kill or cancel it first)")
-            conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(archived=archived))
+            store.update(conn, exp_id, archived=archived)
 
     def move(self, exp_id: int, dest_project: int) -> None:
         self._workspaces.check_open_project(dest_project, "move experiments into")
         with self._engine.begin() as conn:
             self._row(conn, exp_id)
-            conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id)
-                         .values(project_id=dest_project))
+            store.update(conn, exp_id, project_id=dest_project)
         self._rbac.invalidate()  # it may now live in another workspace
 
     def delete(self, exp_ids: list[int]) -> None:
@@ -150,33 +149,20 @@ class ExperimentAdmin:
         return results
 
     def _select(self, project_id: int, ids: tuple[int, ...], filters: BulkFilters | None) -> list[int]:
-        e = t.experiments.c
-        q = sa.select(e.id, e.labels).where(e.project_id == project_id).order_by(e.id)
-        if filters is None:
-            if not ids:
-                return []
-            q = q.where(e.id.in_(ids))
-        else:
-            if filters.name:
-                q = q.where(e.name.contains(filters.name, autoescape=True))
-            if filters.description:
-                q = q.where(e.description.contains(filters.description, autoescape=True))
-            if filters.archived is not None:
-                q = q.where(e.archived.is_(filters.archived))
-            if filters.states:
-                q = q.where(e.state.in_(filters.states))
-            if filters.user_ids:
-                q = q.where(e.owner_id.in_(filters.user_ids))
-            if filters.excluded:
-                q = q.where(e.id.not_in(filters.excluded))
+        if filters is None and not ids:
+            return []
         with self._reader.connect() as conn:
-            rows = conn.execute(q).all()
+            if filters is None:
+                rows = store.of_project(conn, project_id, ids=ids)
+            else:
+                rows = store.of_project(conn, project_id, name=filters.name, description=filters.description,
+                                        archived=filters.archived, states_=filters.states,
+                                        user_ids=filters.user_ids, excluded=filters.excluded)
         need = set(filters.labels) if filters is not None else set()
         return [r.id for r in rows if need <= set(r.labels or [])]
 
     def _row(self, conn: sa.Connection, exp_id: int) -> Any:
-        row = conn.execute(sa.select(t.experiments.c.id, t.experiments.c.state)
-                           .where(t.experiments.c.id == exp_id)).first()
+        row = store.id_and_state(conn, exp_id)
         if row is None:
             raise NotFound(f"experiment {exp_id} not found")
         return row

@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import Conflict
-from ...store import tables as t
+from ...store import purge as store
 from ..checkpoints.gc import storage_root as gc_storage_root
 from ..common.states import TERMINAL, AllocState
 
@@ -60,26 +60,16 @@ def check_deletable(conn: sa.Connection, exp_ids: Sequence[int]) -> None:
     checkpoints is a model version (that would leave the version without its checkpoint)."""
     terminal = [s.value for s in TERMINAL]
     for ids in chunks(exp_ids):
-        live = conn.execute(sa.select(t.experiments.c.id, t.experiments.c.state)
-                            .where(t.experiments.c.id.in_(ids), t.experiments.c.state.not_in(terminal))
-                            .order_by(t.experiments.c.id)).all()
+        live = store.not_in_states(conn, ids, terminal)
         if live:
             shown = ", ".join(f"{r.id} ({r.state})" for r in live[:5])
             more = f" and {len(live) - 5} more" if len(live) > 5 else ""
             raise Conflict(f"experiment(s) {shown}{more} have not ended; kill them (det experiment "
                            "kill ID) and wait for them to end before deleting")
-        running = conn.execute(
-            sa.select(t.trials.c.experiment_id)
-            .join(t.allocations, t.allocations.c.trial_id == t.trials.c.id)
-            .where(t.trials.c.experiment_id.in_(ids), t.allocations.c.state != AllocState.TERMINATED.value)
-            .limit(1)).scalar()
+        running = store.with_allocation_not_in(conn, ids, AllocState.TERMINATED.value)
         if running is not None:
             raise Conflict(f"experiment {running} still has a trial process stopping; retry in a moment")
-        registered = conn.execute(
-            sa.select(t.checkpoints.c.experiment_id, t.models.c.name)
-            .join(t.model_versions, t.model_versions.c.checkpoint_uuid == t.checkpoints.c.uuid)
-            .join(t.models, t.models.c.id == t.model_versions.c.model_id)
-            .where(t.checkpoints.c.experiment_id.in_(ids)).limit(1)).first()
+        registered = store.registered_checkpoint(conn, ids)
         if registered is not None:
             raise Conflict(f"a checkpoint of experiment {registered.experiment_id} is a version of model "
                            f"{registered.name!r}; delete that model version first")
@@ -92,11 +82,9 @@ def purge_experiments(conn: sa.Connection, exp_ids: Sequence[int], cluster_id: s
     The caller has run ``check_deletable`` in the same transaction."""
     doomed: list[Doomed] = []
     for ids in chunks(list(exp_ids)):
-        exps = conn.execute(sa.select(t.experiments.c.id, t.experiments.c.job_id, t.experiments.c.config)
-                            .where(t.experiments.c.id.in_(ids))).all()
+        exps = store.experiments(conn, ids)
         configured = {e.id: storage_root((e.config or {}).get("checkpoint_storage")) for e in exps}
-        trials = conn.execute(sa.select(t.trials.c.id, t.trials.c.task_id)
-                              .where(t.trials.c.experiment_id.in_(ids))).all()
+        trials = store.trials(conn, ids)
         trial_ids = [tr.id for tr in trials]
         doomed += _checkpoint_dirs(conn, ids, trial_ids, configured)
         for exp_id, root in configured.items():
@@ -104,32 +92,16 @@ def purge_experiments(conn: sa.Connection, exp_ids: Sequence[int], cluster_id: s
                 doomed.append(Doomed(os.path.join(root, cluster_id, "tensorboard", "experiment",
                                                   str(exp_id)), root))
         for tids in chunks(trial_ids):
-            conn.execute(sa.delete(t.metrics).where(t.metrics.c.trial_id.in_(tids)))
-            conn.execute(sa.delete(t.metric_series).where(t.metric_series.c.trial_id.in_(tids)))
-            conn.execute(sa.delete(t.metric_series_steps).where(t.metric_series_steps.c.trial_id.in_(tids)))
-            conn.execute(sa.delete(t.task_logs).where(t.task_logs.c.trial_id.in_(tids)))
-            conn.execute(sa.delete(t.allocations).where(t.allocations.c.trial_id.in_(tids)))
-            conn.execute(sa.delete(t.checkpoints).where(t.checkpoints.c.trial_id.in_(tids)))
+            store.delete_of_trials(conn, tids)
         for tasks in chunks([tr.task_id for tr in trials]):
-            conn.execute(sa.delete(t.task_logs).where(t.task_logs.c.task_id.in_(tasks)))
-        conn.execute(sa.delete(t.checkpoints).where(t.checkpoints.c.experiment_id.in_(ids)))
-        conn.execute(sa.delete(t.trials).where(t.trials.c.experiment_id.in_(ids)))
-        conn.execute(sa.delete(t.searcher_events).where(t.searcher_events.c.experiment_id.in_(ids)))
-        conn.execute(sa.delete(t.experiment_contexts).where(t.experiment_contexts.c.experiment_id.in_(ids)))
-        conn.execute(sa.delete(t.experiments).where(t.experiments.c.id.in_(ids)))
-        conn.execute(sa.delete(t.jobs).where(t.jobs.c.job_id.in_([e.job_id for e in exps])))
+            store.delete_task_logs(conn, tasks)
+        store.delete_experiments(conn, ids, [e.job_id for e in exps])
     return doomed
 
 
 def _checkpoint_dirs(conn: sa.Connection, exp_ids: list[int], trial_ids: list[int],
                      configured: dict[int, str | None]) -> list[Doomed]:
-    cond = t.checkpoints.c.experiment_id.in_(exp_ids)
-    if trial_ids:
-        cond = sa.or_(cond, t.checkpoints.c.trial_id.in_(trial_ids))
-    rows = conn.execute(
-        sa.select(t.checkpoints.c.uuid, t.checkpoints.c.experiment_id, t.checkpoint_storages.c.config)
-        .outerjoin(t.checkpoint_storages, t.checkpoint_storages.c.id == t.checkpoints.c.storage_id)
-        .where(cond)).all()
+    rows = store.checkpoints_with_storage(conn, exp_ids, trial_ids)
     out = []
     for r in rows:
         root = storage_root(r.config) if r.config else configured.get(r.experiment_id)

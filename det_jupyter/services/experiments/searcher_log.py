@@ -23,8 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ... import searcher as search
-from ...store import placeholder
-from ...store import tables as t
+from ...store import searcher_log as store
 
 SNAPSHOT_EVERY = 500
 # Built once: json.dumps with options builds an encoder per call, and every event is encoded.
@@ -104,9 +103,7 @@ class SearcherLog:
         entry = self._cache.get(exp_id)
         if entry is not None:
             return entry.searcher
-        row = conn.execute(
-            sa.select(t.experiments.c.config, t.experiments.c.searcher_state).where(t.experiments.c.id == exp_id)
-        ).one()
+        row = store.inputs(conn, exp_id)
         cfg = row.config
         seed = cfg["reproducibility"]["experiment_seed"]
         state = row.searcher_state or {}
@@ -116,11 +113,7 @@ class SearcherLog:
         else:
             s = search.Searcher.restore(cfg["searcher"], cfg["hyperparameters"], seed, snap)
         replayed = 0
-        for (payload,) in conn.execute(
-            sa.select(t.searcher_events.c.payload)
-            .where(t.searcher_events.c.experiment_id == exp_id)
-            .order_by(t.searcher_events.c.id)
-        ):
+        for payload in store.payloads(conn, exp_id):
             for event in SearcherEvent.many_from_json(payload):
                 event.apply(s)
                 replayed += 1
@@ -151,10 +144,7 @@ class SearcherLog:
         for exp_id, force in exps:
             entry = self._cache[exp_id]
             if force or entry.since_snapshot >= SNAPSHOT_EVERY:
-                conn.execute(sa.delete(t.searcher_events).where(t.searcher_events.c.experiment_id == exp_id))
-                conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(
-                    searcher_state={"version": 2, "snapshot": entry.searcher.snapshot()}
-                ))
+                store.snapshot(conn, exp_id, {"version": 2, "snapshot": entry.searcher.snapshot()})
                 entry.since_snapshot = 0
                 entry.unsaved = []
             if entry.unsaved:
@@ -166,40 +156,5 @@ class SearcherLog:
             if progress != entry.progress_saved:
                 progressed.append((exp_id, progress))
                 entry.progress_saved = progress
-        _write(conn, logged, progressed)
+        store.write(conn, logged, progressed)
 
-
-def _write(conn: sa.Connection, logged: list[tuple[int, str]], progressed: list[tuple[int, float]]) -> None:
-    """Insert the log rows and update the experiments' progress: on PostgreSQL one statement
-    for both; on SQLite one for the rows and one per progress."""
-    insert = ("INSERT INTO searcher_events (experiment_id, payload) VALUES "
-              + ", ".join(["({0}, {0})"] * len(logged)))
-    rows = tuple(v for row in logged for v in row)
-    if conn.dialect.name == "postgresql" and progressed:
-        update = ("UPDATE experiments SET progress = v.p FROM (VALUES "
-                  + ", ".join(["({0}::integer, {0}::double precision)"] * len(progressed))
-                  + ") AS v(id, p) WHERE experiments.id = v.id")
-        params = tuple(v for row in progressed for v in row)
-        if logged:
-            _driver_sql(conn, f"WITH logged AS ({insert}) {update}", rows + params)
-        else:
-            _driver_sql(conn, update, params)
-        return
-    if logged:
-        _driver_sql(conn, insert, rows)
-    for exp_id, progress in progressed:
-        _driver_sql(conn, "UPDATE experiments SET progress = {0} WHERE id = {0}", (progress, exp_id))
-
-
-def _driver_sql(conn: sa.Connection, sql: str, params: tuple) -> None:
-    """Run ``sql`` with ``{0}`` as the driver's placeholder, in ``conn``'s transaction.
-
-    These statements run for every event group of a big search, so they go straight to the
-    driver's connection: SQLAlchemy's execution context (even for driver SQL) cost about as
-    much as the statement itself on PostgreSQL. The transaction is still the caller's: psycopg
-    opens it at the first statement and SQLite's began with the ``BEGIN IMMEDIATE`` of the
-    engine's begin hook; SQLAlchemy commits or rolls it back.
-    """
-    driver = conn.connection.driver_connection
-    marker = placeholder(conn)
-    driver.execute(sql.format(marker), params).close()

@@ -9,61 +9,63 @@ experiment may share that transaction (``searcher_events``).
 from __future__ import annotations
 
 import logging
-import secrets
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ... import config as expconf
+from ... import names as _names
 from ... import searcher as search
-from ...errors import Conflict, InvalidConfig, InvalidRequest, NotFound
+from ...errors import Conflict, InvalidRequest, NotFound
+from ...store import experiments as store
 from ...store import reader
-from ...store import tables as t
 from ..accounts.auth import User
-from ..common import names as _names
 from ..common.clock import Clock
+from ..common.late import Late
 from ..common.states import STOPPING, STOPPING_END, TERMINAL, State, can_transition
 from ._warm_start import warm_start_checkpoint
+from .preparation import MAX_EXPERIMENT_NAME, PreparedExperiment, job_values, prepare
 from .searcher_log import SearcherEvent, SearcherLog
 from .unmanaged import UnmanagedService
 
+if TYPE_CHECKING:
+    from ...config.resources import ResourceConfig
+    from .trials import TrialService
+
 log = logging.getLogger("det_jupyter")
-_MAX_EXPERIMENT_NAME = 512  # characters a PATCH may set (a one-line name, not a paragraph)
-#: What an unmanaged experiment's config is checked with when it has no entrypoint (nothing
-#: runs it, so 0.38.1 needs none); it is stored without one.
-_NO_ENTRYPOINT = "unmanaged"
-
-
-@dataclass(frozen=True)
-class PreparedExperiment:
-    """An experiment checked and expanded but not stored (``ExperimentService.prepare``)."""
-
-    config_text: str  # as submitted: stored as its original config
-    config: dict[str, Any]  # expanded, defaults filled
-    tgz: bytes  # the model definition, packed
-    searcher: Any  # search.Searcher, fresh; None when prepared only to validate
 
 
 class ExperimentService:
-    def __init__(self, engine: sa.Engine, clock: Clock, defaults: expconf.MasterDefaults) -> None:
+    def __init__(
+        self, engine: sa.Engine, clock: Clock, defaults: expconf.MasterDefaults, *,
+        trials: Late[TrialService],
+        resources: ResourceConfig | None = None,
+        on_finished: Callable[[int], None] = lambda _exp_id: None,
+        on_state: Callable[[sa.Connection, int, str], None] = lambda _conn, _exp_id, _state: None,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``trials`` closes the experiments–trials cycle (bound by the composition root).
+        ``on_finished`` is called with an experiment's id once it ended (checkpoint GC);
+        ``on_state`` in the transaction that sets a state (webhooks)."""
         self._engine = engine
         self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
         self._defaults = defaults
         self._log = SearcherLog()
-        self.trials: Any = None  # TrialService, wired by the Master
-        self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
-        self.on_change: Callable[[], None] = lambda: None
-        # Called with an experiment's id once it ended (checkpoint GC, wired by the Master).
-        self.on_finished: Callable[[int], None] = lambda _exp_id: None
-        # Called in the transaction that sets a state (webhooks, wired by the Master).
-        self.on_state: Callable[[sa.Connection, int, str], None] = lambda _conn, _exp_id, _state: None
+        self._trials = trials
+        self.resources = resources
+        self.on_change = on_change
+        self.on_finished = on_finished
+        self.on_state = on_state
         # Experiments and trials a process outside the cluster reports into (core_v2).
         self.unmanaged = UnmanagedService(engine, clock, self)
+
+    @property
+    def trials(self) -> TrialService:
+        return self._trials.get()
 
     # -- create -------------------------------------------------------------------------
 
@@ -86,36 +88,9 @@ class ExperimentService:
 
     def prepare(self, config_text: str, files: list[dict], *, validate_only: bool = False,
                 raw: dict[str, Any] | None = None, unmanaged: bool = False) -> PreparedExperiment:
-        """The pure, heavy part of ``create``: parse (unless ``raw``, the text already parsed
-        by ``expconf.parse_yaml``), validate and expand the config, pack the context, make the
-        searcher (not when ``validate_only`` or ``unmanaged``: no searcher runs an unmanaged
-        experiment, which needs no entrypoint either). Touches no shared state: safe in a
-        thread."""
-        if raw is None:
-            raw = expconf.parse_yaml(config_text)
-        seed = raw.get("reproducibility", {}).get("experiment_seed") if isinstance(raw.get("reproducibility"), dict) else None
-        if seed is None:
-            seed = secrets.randbelow(2**31)
-        no_entrypoint = unmanaged and raw.get("entrypoint") is None
-        if no_entrypoint:
-            raw = {**raw, "entrypoint": _NO_ENTRYPOINT}
-        config = expconf.expand_experiment_config(raw, self._defaults, seed=seed)
-        if no_entrypoint:
-            config["entrypoint"] = None
-        # Shown on one line everywhere (tables, widgets, the sidebar): the rules PATCH applies.
-        _names.check_text("experiment name (the config's name)", config["name"],
-                          max_len=_MAX_EXPERIMENT_NAME, empty=False)
-        if config.get("labels") is not None:
-            config["labels"] = _names.check_labels(config["labels"], "config label")
-        tgz = expconf.context_to_tgz(files or [])
-        if validate_only or unmanaged:
-            return PreparedExperiment(config_text, config, tgz, None)
-        # Make the searcher now so a config it rejects fails the request, not a later event.
-        try:
-            searcher = search.make_searcher(config["searcher"], config["hyperparameters"], seed)
-        except ValueError as exc:
-            raise InvalidConfig(f"searcher: {exc}", field="searcher") from exc
-        return PreparedExperiment(config_text, config, tgz, searcher)
+        """``preparation.prepare`` with this master's defaults: safe in a thread."""
+        return prepare(config_text, files, self._defaults, validate_only=validate_only, raw=raw,
+                       unmanaged=unmanaged)
 
     def store(self, user: User, prepared: PreparedExperiment, *, activate: bool = True,
               project_id: int | None = None) -> int:
@@ -125,41 +100,36 @@ class ExperimentService:
         if prepared.searcher is None:
             raise ValueError("store needs an experiment prepared without validate_only")
         config, config_text, tgz, searcher = prepared.config, prepared.config_text, prepared.tgz, prepared.searcher
-        job = self._job_values(config)
+        job = job_values(config, self.resources)
         now = self._clock.now()
         with self._engine.begin() as conn:
             warm_start_checkpoint(conn, config["searcher"])  # refused here when there is none
             project = project_id if project_id is not None else 1
-            if conn.execute(sa.select(t.projects.c.id).where(t.projects.c.id == project)).first() is None:
+            if not store.project_exists(conn, project):
                 raise NotFound(f"project {project} not found")
-            exp_id = conn.execute(
-                sa.insert(t.experiments)
-                .values(
-                    state=(State.ACTIVE if activate else State.PAUSED).value,
-                    name=config["name"],
-                    description=config.get("description") or "",
-                    labels=list(config.get("labels") or []),
-                    notes="",
-                    owner_id=user.id,
-                    project_id=project,
-                    job_id=(job_id := str(uuid.uuid4())),
-                    config=config,
-                    original_config=config_text,
-                    searcher_type=config["searcher"]["name"],
-                    searcher_state=None,
-                    searcher_started=False,
-                    searcher_shutdown=False,
-                    archived=False,
-                    progress=0.0,
-                    start_time=now,
-                )
-                .returning(t.experiments.c.id)
-            ).scalar_one()
-            conn.execute(sa.insert(t.experiment_contexts).values(experiment_id=exp_id, tgz=tgz))
-            conn.execute(sa.insert(t.jobs).values(
-                job_id=job_id, job_type="EXPERIMENT", owner_id=user.id,
-                queue_position=now, submitted_at=now, **job,
-            ))
+            exp_id = store.insert(
+                conn,
+                state=(State.ACTIVE if activate else State.PAUSED).value,
+                name=config["name"],
+                description=config.get("description") or "",
+                labels=list(config.get("labels") or []),
+                notes="",
+                owner_id=user.id,
+                project_id=project,
+                job_id=(job_id := str(uuid.uuid4())),
+                config=config,
+                original_config=config_text,
+                searcher_type=config["searcher"]["name"],
+                searcher_state=None,
+                searcher_started=False,
+                searcher_shutdown=False,
+                archived=False,
+                progress=0.0,
+                start_time=now,
+            )
+            store.insert_context(conn, exp_id, tgz)
+            store.insert_job(conn, job_id=job_id, job_type="EXPERIMENT", owner_id=user.id,
+                             queue_position=now, submitted_at=now, **job)
             self._log.put(exp_id, searcher)
             if activate:
                 self._start_searcher(conn, exp_id)
@@ -168,26 +138,6 @@ class ExperimentService:
         self.trials.flush()
         self.on_change()
         return exp_id
-
-    def _job_values(self, config: dict) -> dict[str, Any]:
-        """The experiment's job settings from ``resources``, its pool checked to exist."""
-        res = config.get("resources") or {}
-        pool = res.get("resource_pool") or ""
-        default_priority = 42
-        if self.resources is not None:
-            try:
-                self.resources.check_pool(pool)
-            except ValueError as exc:
-                raise InvalidConfig(str(exc), field="resources.resource_pool") from exc
-            slots = int(res.get("slots_per_trial", 1))
-            default_priority = self.resources.pools[
-                self.resources.pool_for(pool, slots)].scheduler.default_priority
-        return {
-            "priority": int(res.get("priority") or default_priority),
-            "weight": float(res.get("weight") or 1.0),
-            "max_slots": res.get("max_slots"),
-            "resource_pool": pool,
-        }
 
     def patch(self, user: User, exp_id: int, **fields: Any) -> None:
         """Change the experiment's name, description, notes or labels. Who may is the
@@ -201,28 +151,26 @@ class ExperimentService:
                 values[key] = fields[key]
         if "name" in fields:  # shown on one line everywhere: no control or invisible characters
             values["name"] = fields["name"] if fields["name"] == row.name else _names.check_text(
-                "experiment name", fields["name"], max_len=_MAX_EXPERIMENT_NAME, empty=False)
+                "experiment name", fields["name"], max_len=MAX_EXPERIMENT_NAME, empty=False)
         if "labels" in fields:
             values["labels"] = _names.check_labels(fields["labels"], stored=row.labels or ())
         if values:
             with self._engine.begin() as conn:
-                conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(**values))
+                store.update(conn, exp_id, **values)
             self.on_change()
 
     # -- reads --------------------------------------------------------------------------
 
     def get(self, exp_id: int) -> sa.Row:
         with self._reader.connect() as conn:
-            row = conn.execute(sa.select(t.experiments).where(t.experiments.c.id == exp_id)).first()
+            row = store.get(conn, exp_id)
         if row is None:
             raise NotFound(f"experiment {exp_id} not found")
         return row
 
     def context_tgz(self, exp_id: int) -> bytes:
         with self._reader.connect() as conn:
-            tgz = conn.execute(
-                sa.select(t.experiment_contexts.c.tgz).where(t.experiment_contexts.c.experiment_id == exp_id)
-            ).scalar()
+            tgz = store.context_tgz(conn, exp_id)
         if tgz is None:
             raise NotFound(f"experiment {exp_id} has no context")
         return tgz
@@ -290,13 +238,13 @@ class ExperimentService:
             values["end_time"] = self._clock.now()
         if error is not None:
             values["error_message"] = error
-        conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(**values))
+        store.update(conn, exp_id, **values)
         self.on_state(conn, exp_id, state.value)
 
     # -- searcher events ----------------------------------------------------------------
 
     def _start_searcher(self, conn: sa.Connection, exp_id: int) -> None:
-        conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_started=True))
+        store.update(conn, exp_id, searcher_started=True)
         self._feed(conn, {exp_id: [SearcherEvent("start")]})
 
     def searcher_event(self, exp_id: int, event: SearcherEvent) -> None:
@@ -346,8 +294,7 @@ class ExperimentService:
             return
         try:
             with self._engine.begin() as conn:
-                states = dict(conn.execute(sa.select(t.experiments.c.id, t.experiments.c.state)
-                                           .where(t.experiments.c.id.in_(list(groups)))).all())
+                states = store.states(conn, list(groups))
                 shutdown = self._feed(conn, groups, states)
         except Exception:
             for exp_id in groups:
@@ -406,7 +353,7 @@ class ExperimentService:
                 shutdown = True
                 exp = self._exp_row(conn, exp_id)  # a failed search's Shutdown changed its state
         if shutdown:
-            conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(searcher_shutdown=True))
+            store.update(conn, exp_id, searcher_shutdown=True)
         return shutdown
 
     def _exp_row(self, conn: sa.Connection, exp_id: int, state: str | None = None) -> Any:
@@ -414,7 +361,7 @@ class ExperimentService:
         trials' cache: read and parsed once per master run, not in every searcher
         transaction)."""
         if state is None:
-            state = conn.execute(sa.select(t.experiments.c.state).where(t.experiments.c.id == exp_id)).scalar_one()
+            state = store.state(conn, exp_id)
         return SimpleNamespace(id=exp_id, state=state, config=self.trials.experiment_config(conn, exp_id))
 
     def _carry_out(self, conn: sa.Connection, exp: Any, actions: list) -> bool:
@@ -467,7 +414,7 @@ class ExperimentService:
                 target, search_done = end
                 self._set_state(conn, exp_id, target)
                 if search_done:
-                    conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(progress=1.0))
+                    store.update(conn, exp_id, progress=1.0)
             self._log.forget(exp_id)
             self.on_finished(exp_id)
             self.on_change()
@@ -475,25 +422,13 @@ class ExperimentService:
     def _end_states(self, conn: sa.Connection, exp_ids: list[int]) -> dict[int, tuple[State, bool] | None]:
         """Per experiment: the state it ends in now, and whether its search ending is why;
         None while a trial can still run, or when it is paused or already over."""
-        # Whether a trial can still run is only asked when the answer matters (the experiment
-        # is stopping or its search is over): it reads the experiment's trials.
-        e = t.experiments.c
-        live = sa.exists().where(t.trials.c.experiment_id == e.id,
-                                 t.trials.c.state.not_in([s.value for s in TERMINAL]))
-        rows = conn.execute(sa.select(
-            e.id, e.state, e.searcher_shutdown,
-            sa.case((sa.or_(e.state.in_([s.value for s in STOPPING]), e.searcher_shutdown), live),
-                    else_=sa.false()).label("live"),
-        ).where(e.id.in_(exp_ids))).all()
+        rows = store.end_facts(conn, exp_ids, ended=[s.value for s in TERMINAL],
+                               stopping=[s.value for s in STOPPING])
         return {row.id: _end_of(row) for row in rows}
 
     def active_ids(self) -> list[int]:
         with self._reader.connect() as conn:
-            return list(
-                conn.execute(
-                    sa.select(t.experiments.c.id).where(t.experiments.c.state.not_in([s.value for s in TERMINAL]))
-                ).scalars()
-            )
+            return store.ids_not_in(conn, [s.value for s in TERMINAL])
 
 
 def _managed(exp: Any, verb: str) -> None:

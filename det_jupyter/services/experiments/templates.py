@@ -15,12 +15,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ...config import check_template_keys, task_keys_only
-from ...config._merge import check_template_config, merge_template
+from ... import names as _names
+from ...config import check_template_config, check_template_keys, merge_template, task_keys_only
 from ...errors import Conflict, InvalidConfig, InvalidRequest, NotFound
 from ...store import reader
-from ...store import tables as t
-from ..common import names as _names
+from ...store import templates as store
 
 MAX_NAME = 255
 
@@ -63,7 +62,7 @@ class TemplateService:
 
     def get(self, name: str) -> Template:
         with self._reader.connect() as conn:
-            row = conn.execute(sa.select(t.templates).where(t.templates.c.name == name)).first()
+            row = store.get(conn, name)
         if row is None:
             raise NotFound(f"template {name} not found")
         return _template(row)
@@ -75,18 +74,9 @@ class TemplateService:
         substring; ``workspace_ids``: only those workspaces; ``visible``: the workspaces the
         caller may see templates in (None: all). ``offset`` < 0 counts from the end;
         ``limit`` 0 means no limit."""
-        c = t.templates.c
-        q = sa.select(t.templates)
-        if name:
-            q = q.where(sa.func.lower(c.name).contains(name.lower(), autoescape=True))
-        wanted = set(workspace_ids or ())
-        if wanted:
-            q = q.where(c.workspace_id.in_(wanted))
-        if visible is not None:
-            q = q.where(c.workspace_id.in_(visible))
-        q = q.order_by(c.name.desc() if descending else c.name)
         with self._reader.connect() as conn:
-            rows = [_template(r) for r in conn.execute(q)]
+            rows = [_template(r) for r in store.listed(conn, name=name, workspace_ids=set(workspace_ids or ()),
+                                                       visible=visible, descending=descending)]
         total = len(rows)
         start = max(total + offset, 0) if offset < 0 else offset
         end = total if limit <= 0 else start + limit
@@ -105,10 +95,9 @@ class TemplateService:
         tpl = Template(check_name(name), check_config(config), workspace_id)
         try:
             with self._engine.begin() as conn:
-                if conn.execute(sa.select(t.templates.c.name).where(t.templates.c.name == name)).first():
+                if store.exists(conn, name):
                     raise _taken(name)
-                conn.execute(sa.insert(t.templates).values(
-                    name=tpl.name, config=tpl.config, workspace_id=tpl.workspace_id))
+                store.insert(conn, tpl.name, tpl.config, tpl.workspace_id)
         except sa.exc.IntegrityError:
             raise _taken(name) from None
         return tpl
@@ -116,16 +105,14 @@ class TemplateService:
     def set_config(self, name: str, config: object) -> Template:
         cfg = check_config(config)
         with self._engine.begin() as conn:
-            n = conn.execute(sa.update(t.templates).where(t.templates.c.name == name)
-                             .values(config=cfg)).rowcount
+            n = store.update(conn, name, config=cfg)
         if n == 0:
             raise NotFound(f"template {name} not found")
         return self.get(name)
 
     def move(self, name: str, workspace_id: int) -> Template:
         with self._engine.begin() as conn:
-            n = conn.execute(sa.update(t.templates).where(t.templates.c.name == name)
-                             .values(workspace_id=workspace_id)).rowcount
+            n = store.update(conn, name, workspace_id=workspace_id)
         self._on_moved()
         if n == 0:
             raise NotFound(f"template {name} not found")
@@ -137,10 +124,9 @@ class TemplateService:
             return self.get(old)
         try:
             with self._engine.begin() as conn:
-                if conn.execute(sa.select(t.templates.c.name).where(t.templates.c.name == new)).first():
+                if store.exists(conn, new):
                     raise _taken(new)
-                n = conn.execute(sa.update(t.templates).where(t.templates.c.name == old)
-                                 .values(name=new)).rowcount
+                n = store.update(conn, old, name=new)
                 if n == 0:
                     raise NotFound(f"template {old} not found")
         except sa.exc.IntegrityError:
@@ -150,7 +136,7 @@ class TemplateService:
 
     def delete(self, name: str) -> None:
         with self._engine.begin() as conn:
-            n = conn.execute(sa.delete(t.templates).where(t.templates.c.name == name)).rowcount
+            n = store.delete(conn, name)
         self._on_moved()
         if n == 0:
             raise NotFound(f"template {name} not found")

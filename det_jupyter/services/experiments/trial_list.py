@@ -11,18 +11,17 @@ validation.
   earlier report on a tie); its latest, the last validation report that has the metric.
 - ``offset`` counts from the end when negative; one past either end gives an empty page, not
   an error; ``limit`` 0 is everything after the offset.
+
+The sorts the trial row answers are ordered in SQL (``store.views.of_experiment_sorted``);
+those in ``SORTED_IN_PYTHON`` here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-
-import sqlalchemy as sa
-
-from ...store import tables as t
 
 #: ``v1GetExperimentTrialsRequestSortBy``
 SORT_BY = ("SORT_BY_UNSPECIFIED", "SORT_BY_ID", "SORT_BY_START_TIME", "SORT_BY_END_TIME", "SORT_BY_STATE",
@@ -83,27 +82,6 @@ def page_bounds(total: int, offset: int, limit: int) -> tuple[int, int]:
         start = total + offset if offset < 0 else offset
     end = total if limit == 0 else min(start + limit, total)
     return start, end
-
-
-def _nulls_largest(column: Any, descending: bool) -> Any:
-    return column.desc().nulls_first() if descending else column.asc().nulls_last()
-
-
-def sql_order(sort_by: str, descending: bool, *, smaller_is_better: bool, now: float) -> list[Any]:
-    """The ORDER BY of a sort the trial row answers (not ``SORTED_IN_PYTHON``)."""
-    tr = t.trials.c
-    keys: dict[str, Callable[[], Any]] = {
-        "SORT_BY_START_TIME": lambda: tr.start_time,
-        "SORT_BY_END_TIME": lambda: tr.end_time,
-        "SORT_BY_STATE": lambda: tr.state,
-        "SORT_BY_BEST_VALIDATION_METRIC": lambda: tr.best_validation * (1.0 if smaller_is_better else -1.0),
-        "SORT_BY_BATCHES_PROCESSED": lambda: tr.total_batches,
-        "SORT_BY_DURATION": lambda: sa.func.coalesce(tr.end_time, sa.literal(now, sa.Float)) - tr.start_time,
-        "SORT_BY_RESTARTS": lambda: tr.restarts,
-    }
-    key = keys.get(sort_by)
-    head = [] if key is None else [_nulls_largest(key(), descending)]
-    return [*head, tr.id.desc() if descending else tr.id.asc()]
 
 
 def sort_in_python(rows: list[Any], values: dict[int, float | None], descending: bool) -> list[Any]:

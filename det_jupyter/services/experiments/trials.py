@@ -13,76 +13,50 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ... import searcher as search
 from ...errors import NotFound
+from ...store import experiments as exp_store
 from ...store import reader
-from ...store import tables as t
+from ...store import trials as store
 from ..allocation.service import AllocationService, Gang
-from ..allocation.spec import trial_spec
+from ..allocation.spec import TrialRun, build_trial_spec
 from ..common.clock import Clock
+from ..common.identity import MasterIdentity
 from ..common.states import STOPPING, STOPPING_END, TERMINAL, AllocState, State
 from ..metrics.service import recompute_summary
 from ._warm_start import warm_start_checkpoint
 from .searcher_log import SearcherEvent
 
-# The statements of every trial run, built once: SQLAlchemy then skips building them and
-# computing their cache keys on each call (a third of their cost). They never read an
-# experiment's searcher state (large JSON) nor its config (read once and kept, see _config).
-_P = sa.bindparam
-# A trial with what its runs need of its experiment: its state and its owner's name.
-_TRIALS = (
-    sa.select(t.trials, t.experiments.c.state.label("exp_state"), t.users.c.username)
-    .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
-    .join(t.users, t.users.c.id == t.experiments.c.owner_id)
-    .where(t.trials.c.id.in_(_P("ids", expanding=True)))
-)
-_CKPT_STEPS = sa.select(t.checkpoints.c.steps_completed).where(t.checkpoints.c.uuid == _P("uuid"))
-_START_RUN = (
-    sa.update(t.trials).where(t.trials.c.id == _P("trial_id"))
-    .values(run_id=_P("run_id"), total_batches=_P("steps"))
-)
-_END = (
-    sa.update(t.trials).where(t.trials.c.id == _P("trial_id"))
-    .values(state=_P("state"), end_time=_P("end_time"))
-)
-_REQUEST_INFO = (
-    sa.select(t.trials.c.task_id, t.experiments.c.job_id, t.jobs.c.priority, t.jobs.c.resource_pool)
-    .select_from(t.trials)
-    .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
-    .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
-    .where(t.trials.c.id == _P("trial_id"))
-)
-# The searcher's stop of a trial that is neither stopping nor over, in one statement: its id,
-# or None where it did not apply.
-_SEARCHER_STOP = (
-    sa.update(t.trials)
-    .where(t.trials.c.experiment_id == _P("exp_id"), t.trials.c.request_id == _P("stop_request"),
-           t.trials.c.state.not_in(sorted(s.value for s in TERMINAL | STOPPING)))
-    .values(state=State.STOPPING_COMPLETED.value, searcher_stopped=True)
-    .returning(t.trials.c.id)
-)
 DEFAULT_PRIORITY = 42
+# The states the searcher's stop leaves a trial in: already stopping, or over.
+_NOT_STOPPABLE = sorted(s.value for s in TERMINAL | STOPPING)
 
+if TYPE_CHECKING:
+    from det_agent.wire import TaskSpec
 
-@dataclass(frozen=True)
-class MasterIdentity:
-    """What a task needs to know of the master it belongs to."""
-
-    url: str
-    master_id: str
-    cluster_id: str
-    preemption_timeout_s: float = 3600.0
+    from ...config.resources import ResourceConfig
+    from ..allocation.logs import LogService
+    from .searcher_batch import SearcherBatcher
+    from .service import ExperimentService
 
 
 class TrialService:
     def __init__(
-        self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: MasterIdentity
+        self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: MasterIdentity, *,
+        experiments: ExperimentService | None = None,
+        searcher_batch: SearcherBatcher | None = None,
+        resources: ResourceConfig | None = None,
+        logs: LogService | None = None,
+        on_trial_end: Callable[[int], None] = lambda _exp_id: None,
     ) -> None:
+        """``searcher_batch``: where trial exits' searcher events join other trials' (without
+        one, each is fed at once); ``on_trial_end``: called with the experiment's id after a
+        trial's end commits (checkpoint GC); ``logs``: where a run ended by a master restart
+        is said."""
         self._engine = engine
         self._reader = reader(engine)  # read-only work: no transaction round trips
         self._clock = clock
@@ -91,10 +65,11 @@ class TrialService:
         self._deferred: list[Callable[[], None]] = []
         self._context_digests: dict[int, str | None] = {}
         self._configs: dict[int, tuple[dict, str]] = {}
-        self.experiments: Any = None  # ExperimentService, wired by the Master
-        self.searcher_batch: Any = None  # SearcherBatcher, wired by the Master
-        self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
-        self.on_trial_end: Callable[[int], None] = lambda _exp_id: None  # after its end commits: GC
+        self.experiments = experiments
+        self.searcher_batch = searcher_batch
+        self.resources = resources
+        self._logs = logs
+        self.on_trial_end = on_trial_end
 
     # -- effects that must wait for the caller's transaction to commit ------------------
 
@@ -110,32 +85,29 @@ class TrialService:
     # -- creation -----------------------------------------------------------------------
 
     def create(self, conn: sa.Connection, exp: sa.Row, action: search.Create) -> int:
-        trial_id = conn.execute(
-            sa.insert(t.trials)
-            .values(
-                experiment_id=exp.id,
-                request_id=action.request_id,
-                task_id=f"{exp.id}.{action.request_id}",
-                state=State.PAUSED.value if exp.state == State.PAUSED.value else State.ACTIVE.value,
-                hparams=action.hparams,
-                seed=action.trial_seed,
-                restarts=0,
-                run_id=0,
-                total_batches=0,
-                searcher_stopped=False,
-                start_time=self._clock.now(),
-                # warm start: the trial's first allocation loads the source checkpoint
-                latest_checkpoint=warm_start_checkpoint(conn, exp.config.get("searcher")),
-            )
-            .returning(t.trials.c.id)
-        ).scalar_one()
+        trial_id = store.insert(
+            conn,
+            experiment_id=exp.id,
+            request_id=action.request_id,
+            task_id=f"{exp.id}.{action.request_id}",
+            state=State.PAUSED.value if exp.state == State.PAUSED.value else State.ACTIVE.value,
+            hparams=action.hparams,
+            seed=action.trial_seed,
+            restarts=0,
+            run_id=0,
+            total_batches=0,
+            searcher_stopped=False,
+            start_time=self._clock.now(),
+            # warm start: the trial's first allocation loads the source checkpoint
+            latest_checkpoint=warm_start_checkpoint(conn, exp.config.get("searcher")),
+        )
         if exp.state != State.PAUSED.value:
             self._request(conn, trial_id, exp.config, first=True)
         return trial_id
 
     def _request(self, conn: sa.Connection, trial_id: int, config: dict, *, first: bool = False) -> None:
         """Ask for the trial's next allocation (``first``: a trial just created, which has none)."""
-        row = conn.execute(_REQUEST_INFO, {"trial_id": trial_id}).one()
+        row = store.request_info(conn, trial_id)
         res = config.get("resources", {})
         slots = int(res.get("slots_per_trial", 1))
         pool = row.resource_pool if row.resource_pool is not None else (res.get("resource_pool") or "")
@@ -151,23 +123,18 @@ class TrialService:
             job_id=row.job_id,
             before=0 if first else None,
         )
-        if self._allocs.launcher is not None:
-            self._deferred.append(self._allocs.launcher.schedule_soon)
+        self._deferred.append(self._allocs.schedule_soon)
 
     # -- stopping -----------------------------------------------------------------------
 
     def _open_allocation(self, conn: sa.Connection, trial_id: int) -> str | None:
-        return conn.execute(
-            sa.select(t.allocations.c.allocation_id).where(
-                t.allocations.c.trial_id == trial_id,
-                t.allocations.c.state != AllocState.TERMINATED.value,
-            )
-        ).scalar()
+        return store.open_allocation(conn, trial_id, AllocState.TERMINATED.value)
 
     def searcher_stop(self, conn: sa.Connection, exp_id: int, request_id: str) -> None:
         """The searcher is done with this trial: ask it to stop at its next check (unless it
         is stopping or over already)."""
-        trial_id = conn.execute(_SEARCHER_STOP, {"exp_id": exp_id, "stop_request": request_id}).scalar()
+        trial_id = store.searcher_stop(conn, exp_id, request_id, state_=State.STOPPING_COMPLETED.value,
+                                       unless=_NOT_STOPPABLE)
         if trial_id is not None:
             self._stop_allocation_later(conn, trial_id, graceful=True)
 
@@ -184,7 +151,7 @@ class TrialService:
     def _finish_without_allocation(self, trial_id: int) -> None:
         """A stopping trial that has nothing running ends now."""
         with self._engine.begin() as conn:
-            trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == trial_id)).one()
+            trial = store.get(conn, trial_id)
             state = State(trial.state)
             if state not in STOPPING:
                 return
@@ -196,10 +163,8 @@ class TrialService:
     def pause_all(self, exp_id: int) -> None:
         timeout = self._identity.preemption_timeout_s
         with self._engine.begin() as conn:
-            for trial in conn.execute(
-                sa.select(t.trials).where(t.trials.c.experiment_id == exp_id, t.trials.c.state == State.ACTIVE.value)
-            ).all():
-                conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=State.PAUSED.value))
+            for trial in store.of_experiment_in_state(conn, exp_id, State.ACTIVE.value):
+                store.update(conn, trial.id, state=State.PAUSED.value)
                 alloc_id = self._open_allocation(conn, trial.id)
                 if alloc_id is not None:
                     self._deferred.append(lambda a=alloc_id: self._allocs.preempt(a, timeout))
@@ -208,24 +173,18 @@ class TrialService:
     def resume_all(self, exp_id: int) -> None:
         with self._engine.begin() as conn:
             config = self.experiment_config(conn, exp_id)
-            for trial in conn.execute(
-                sa.select(t.trials).where(t.trials.c.experiment_id == exp_id, t.trials.c.state == State.PAUSED.value)
-            ).all():
-                conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=State.ACTIVE.value))
+            for trial in store.of_experiment_in_state(conn, exp_id, State.PAUSED.value):
+                store.update(conn, trial.id, state=State.ACTIVE.value)
                 if self._open_allocation(conn, trial.id) is None:
                     self._request(conn, trial.id, config)
         self.flush()
 
     def stop_all(self, exp_id: int, target: State, *, graceful: bool) -> None:
         with self._engine.begin() as conn:
-            for trial in conn.execute(
-                sa.select(t.trials).where(
-                    t.trials.c.experiment_id == exp_id, t.trials.c.state.not_in([s.value for s in TERMINAL])
-                )
-            ).all():
+            for trial in store.of_experiment_not_in(conn, exp_id, [s.value for s in TERMINAL]):
                 if State(trial.state) == State.STOPPING_COMPLETED and target == State.STOPPING_CANCELED:
                     continue  # already on its way out
-                conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=target.value))
+                store.update(conn, trial.id, state=target.value)
                 self._stop_allocation_later(conn, trial.id, graceful=graceful)
         self.flush()
 
@@ -234,7 +193,7 @@ class TrialService:
         write."""
         params = {"trial_id": trial.id, "state": state.value, "end_time": self._clock.now()}
         if ends is None:
-            conn.execute(_END, params)
+            store.end(conn, params)
         else:
             ends.append(params)
         exp_id = trial.experiment_id
@@ -244,45 +203,41 @@ class TrialService:
 
     def build_specs_many(
         self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
-    ) -> dict[str, list[dict]]:
+    ) -> dict[str, list[TaskSpec]]:
         """Start new runs of a pass's trials, in ``conn`` (the placements' transaction): rewind
         metrics past each one's checkpoint, build one spec per container of its gang; the specs
         by allocation id. One read of the trials and one write of their new runs
         (executemany), whatever the pass's size."""
         if not runs:
             return {}
-        trials = {r.id: r for r in conn.execute(_TRIALS, {"ids": [a.trial_id for a, _, _ in runs]})}
+        trials = {r.id: r for r in store.run_facts(conn, [a.trial_id for a, _, _ in runs])}
         starts, out = [], {}
         for alloc, gang, token in runs:
             trial = trials[alloc.trial_id]
             exp_id, owner = trial.experiment_id, trial.username
-            self.experiment_config(conn, exp_id)  # trial_spec reads it from the cache
+            self.experiment_config(conn, exp_id)  # the TrialRun below reads it from the cache
             ckpt_steps = 0
             if trial.latest_checkpoint:
-                ckpt_steps = conn.execute(_CKPT_STEPS, {"uuid": trial.latest_checkpoint}).scalar() or 0
+                ckpt_steps = store.checkpoint_steps(conn, trial.latest_checkpoint) or 0
             run_id = trial.run_id + 1
             if trial.run_id:  # a first run has nothing to rewind
                 # Whatever an earlier run reported past the checkpoint will be reported again.
-                conn.execute(
-                    sa.update(t.metrics)
-                    .where(t.metrics.c.trial_id == trial.id, t.metrics.c.steps_completed > ckpt_steps)
-                    .values(archived=True)
-                )
+                store.archive_reports_after(conn, trial.id, ckpt_steps)
                 recompute_summary(conn, trial.id, self.experiment_config(conn, exp_id))
             starts.append({"trial_id": trial.id, "run_id": run_id, "steps": ckpt_steps})
             # (The allocation's run id was set with its placement: see allocations' ASSIGN.)
             digest = self._context_digest(conn, exp_id)
-            specs = []
-            for rank in range(len(gang.containers)):
-                config, config_json = self._configs[exp_id]
-                spec = trial_spec(alloc, trial, exp_id, config, config_json, owner, run_id, ckpt_steps,
-                                  gang, rank, token, self._identity)
-                if digest:
-                    spec["context_digest"] = digest
-                specs.append(spec)
-            out[alloc.allocation_id] = specs
+            config, config_json = self._configs[exp_id]
+            run = TrialRun(
+                allocation_id=alloc.allocation_id, task_id=trial.task_id, trial_id=trial.id,
+                experiment_id=exp_id, run_id=run_id, seed=trial.seed, hparams=trial.hparams,
+                latest_checkpoint=trial.latest_checkpoint, steps=ckpt_steps, config=config,
+                config_json=config_json, owner=owner, context_digest=digest,
+            )
+            out[alloc.allocation_id] = [build_trial_spec(run, gang, rank, token, self._identity)
+                                        for rank in range(len(gang.containers))]
         if starts:
-            conn.execute(_START_RUN, starts)
+            store.start_runs(conn, starts)
         return out
 
     def experiment_config(self, conn: sa.Connection, exp_id: int) -> dict:
@@ -290,8 +245,7 @@ class TrialService:
         (every run of every trial gets it as DET_EXPERIMENT_CONFIG)."""
         cached = self._configs.get(exp_id)
         if cached is None:
-            config = conn.execute(
-                sa.select(t.experiments.c.config).where(t.experiments.c.id == exp_id)).scalar_one()
+            config = exp_store.config(conn, exp_id)
             cached = self._configs[exp_id] = (config, json.dumps(config))
         return cached[0]
 
@@ -303,9 +257,7 @@ class TrialService:
         """``sha256:<hex>`` of the experiment's context archive (immutable, so hashed once per
         master run): agents keep extracted contexts by it and download each one once."""
         if exp_id not in self._context_digests:
-            tgz = conn.execute(
-                sa.select(t.experiment_contexts.c.tgz).where(t.experiment_contexts.c.experiment_id == exp_id)
-            ).scalar()
+            tgz = exp_store.context_tgz(conn, exp_id)
             self._context_digests[exp_id] = f"sha256:{hashlib.sha256(tgz).hexdigest()}" if tgz else None
         return self._context_digests[exp_id]
 
@@ -316,13 +268,13 @@ class TrialService:
         written in ``conn`` (the allocations' own end); what must follow the commit, in order.
         One read of the trials and one write of those that ended (executemany)."""
         ids = [a.trial_id for a, _, _ in ended if a.trial_id is not None]
-        trials = {r.id: r for r in conn.execute(_TRIALS, {"ids": ids})} if ids else {}
+        trials = {r.id: r for r in store.run_facts(conn, ids)} if ids else {}
         ends: list[dict] = []
         follows = [None if alloc.trial_id is None else
                    self._exited(alloc, exit_code, reason, conn, trials[alloc.trial_id], ends)
                    for alloc, exit_code, reason in ended]
         if ends:
-            conn.execute(_END, ends)
+            store.end(conn, ends)
         return follows
 
     def _exited(self, alloc: Any, exit_code: int | None, reason: str | None, conn: sa.Connection,
@@ -346,7 +298,7 @@ class TrialService:
                 searcher_events.append(SearcherEvent("trial_closed", rid))
         elif state == State.ACTIVE:
             if trial.exp_state == State.PAUSED.value:
-                conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(state=State.PAUSED.value))
+                store.update(conn, trial.id, state=State.PAUSED.value)
             elif exit_code is None or (exit_code == 0 and alloc.acked_preemption):
                 self._request(conn, trial.id, config)
             elif exit_code == 0:
@@ -358,7 +310,7 @@ class TrialService:
                 searcher_events.append(SearcherEvent("trial_closed", rid))
             else:
                 restarts = trial.restarts + 1
-                conn.execute(sa.update(t.trials).where(t.trials.c.id == trial.id).values(restarts=restarts))
+                store.update(conn, trial.id, restarts=restarts)
                 if restarts > int(config.get("max_restarts", 5)):
                     self._end(conn, trial, State.ERROR, ends)
                     searcher_events.append(
@@ -381,18 +333,23 @@ class TrialService:
 
         return follow
 
+    def ended_by_restart(self, alloc: Any) -> None:
+        """Say in the trial's logs that its run ended with the last master process; the trial
+        resumes from its latest checkpoint (``recover``)."""
+        if self._logs is not None and alloc.task_id:
+            self._logs.append_system(
+                task_id=alloc.task_id, allocation_id=alloc.allocation_id, trial_id=alloc.trial_id,
+                message="the master restarted; this run ended and the trial resumes from its latest checkpoint",
+                level="WARNING",
+            )
+
     def recover(self) -> None:
         """After a restart: end stopping trials, queue active ones that have no allocation
         (an unmanaged trial is never ACTIVE: its lost ones are marked by its own service)."""
         if self.experiments is not None:
             self.experiments.unmanaged.recover()
         with self._engine.begin() as conn:
-            rows = conn.execute(
-                sa.select(t.trials, t.experiments.c.config)
-                .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
-                .where(t.trials.c.state.in_([State.ACTIVE.value, *[s.value for s in STOPPING]]))
-            ).all()
-            for trial in rows:
+            for trial in store.in_states_with_config(conn, [State.ACTIVE.value, *[s.value for s in STOPPING]]):
                 if self._open_allocation(conn, trial.id) is not None:
                     continue
                 if State(trial.state) in STOPPING:
@@ -405,7 +362,7 @@ class TrialService:
 
     def _update(self, trial_id: int, **values: Any) -> None:
         with self._engine.begin() as conn:
-            n = conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(**values)).rowcount
+            n = store.update(conn, trial_id, **values)
         if not n:
             raise NotFound(f"trial {trial_id} not found")
 
@@ -423,16 +380,16 @@ class TrialService:
 
     def state(self, trial_id: int) -> str:
         with self._reader.connect() as conn:
-            return conn.execute(sa.select(t.trials.c.state).where(t.trials.c.id == trial_id)).scalar_one()
+            return store.state(conn, trial_id)
 
     def kill_trial(self, trial_id: int) -> None:
         if self.experiments is not None and self.experiments.unmanaged.is_unmanaged_trial(trial_id):
             self.experiments.unmanaged.kill_trial(trial_id)
             return
         with self._engine.begin() as conn:
-            trial = conn.execute(sa.select(t.trials).where(t.trials.c.id == trial_id)).one()
+            trial = store.get(conn, trial_id)
             if State(trial.state) in TERMINAL:
                 return
-            conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(state=State.STOPPING_KILLED.value))
+            store.update(conn, trial_id, state=State.STOPPING_KILLED.value)
             self._stop_allocation_later(conn, trial_id, graceful=False)
         self.flush()

@@ -22,8 +22,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import Conflict, InvalidRequest, NotFound
+from ...store import experiments as exp_store
 from ...store import reader
-from ...store import tables as t
+from ...store import trials as trial_store
+from ...store import unmanaged as store
 from ..accounts.auth import User
 from ..common.states import TERMINAL, State
 from ..metrics.service import recompute_summary
@@ -90,24 +92,24 @@ class UnmanagedService:
         config = prepared.config
         project = project_id if project_id is not None else 1
         with self._engine.begin() as conn:
-            if conn.execute(sa.select(t.projects.c.id).where(t.projects.c.id == project)).first() is None:
+            if not exp_store.project_exists(conn, project):
                 raise NotFound(f"project {project} not found")
-            exp_id = conn.execute(sa.insert(t.experiments).values(
+            exp_id = exp_store.insert(
+                conn,
                 state=State.PAUSED.value, name=config["name"], description=config.get("description") or "",
                 labels=list(config.get("labels") or []), notes="", owner_id=user.id, project_id=project,
                 job_id=str(uuid.uuid4()), config=config, original_config=prepared.config_text,
                 searcher_type=config["searcher"]["name"], searcher_state=None, searcher_started=False,
                 searcher_shutdown=False, archived=False, progress=0.0, start_time=self._clock.now(),
                 unmanaged=True, external_experiment_id=external_id,
-            ).returning(t.experiments.c.id)).scalar_one()
-            conn.execute(sa.insert(t.experiment_contexts).values(experiment_id=exp_id, tgz=prepared.tgz))
+            )
+            exp_store.insert_context(conn, exp_id, prepared.tgz)
         self._experiments.on_change()
         return exp_id
 
     def by_external_id(self, external_id: str) -> int | None:
         with self._reader.connect() as conn:
-            return conn.execute(sa.select(t.experiments.c.id)
-                                .where(t.experiments.c.external_experiment_id == external_id)).scalar()
+            return store.experiment_by_external_id(conn, external_id)
 
     def put_experiment(self, user: User, prepared: Any, project_id: int | None,
                        external_id: str) -> tuple[int, bool]:
@@ -128,8 +130,7 @@ class UnmanagedService:
         ones, as 0.38.1's upsert does; trials, metrics and checkpoints stay."""
         config = prepared.config
         with self._engine.begin() as conn:
-            conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(
-                config=config, original_config=prepared.config_text, name=config["name"]))
+            exp_store.update(conn, exp_id, config=config, original_config=prepared.config_text, name=config["name"])
         self._experiments.trials.forget_configs()
         self._experiments.on_change()
 
@@ -138,11 +139,8 @@ class UnmanagedService:
         open trials and it end CANCELED at once. A later start of a trial runs it again."""
         now = self._clock.now()
         with self._engine.begin() as conn:
-            conn.execute(sa.update(t.trials).where(
-                t.trials.c.experiment_id == exp_id, t.trials.c.state.not_in(sorted(s.value for s in TERMINAL)),
-            ).values(state=State.CANCELED.value, end_time=now))
-            conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(
-                state=State.CANCELED.value, end_time=now))
+            store.end_open_trials(conn, exp_id, State.CANCELED.value, now, sorted(s.value for s in TERMINAL))
+            exp_store.update(conn, exp_id, state=State.CANCELED.value, end_time=now)
             self._experiments.on_state(conn, exp_id, State.CANCELED.value)
         self._experiments.on_change()
 
@@ -160,34 +158,29 @@ class UnmanagedService:
 
     def _create_trial(self, exp_id: int, hparams: dict[str, Any], external_id: str | None) -> int:
         with self._engine.begin() as conn:
-            unmanaged = conn.execute(sa.select(t.experiments.c.unmanaged)
-                                     .where(t.experiments.c.id == exp_id)).scalar()
+            unmanaged = store.experiment_is_unmanaged(conn, exp_id)
             if unmanaged is None:
                 raise NotFound(f"experiment {exp_id} not found")
             if not unmanaged:
                 raise InvalidRequest(f"experimentId: experiment {exp_id} runs on the cluster (its searcher makes its "
                                      "trials); trials are created only in unmanaged experiments")
             if external_id is not None:
-                found = conn.execute(sa.select(t.trials.c.id).where(
-                    t.trials.c.experiment_id == exp_id, t.trials.c.external_trial_id == external_id)).scalar()
+                found = store.trial_by_external_id(conn, exp_id, external_id)
                 if found is not None:
-                    conn.execute(sa.update(t.trials).where(t.trials.c.id == found).values(hparams=hparams))
+                    trial_store.update(conn, found, hparams=hparams)
                     return found
             key = uuid.uuid4().hex
-            trial_id = conn.execute(sa.insert(t.trials).values(
+            trial_id = trial_store.insert(
+                conn,
                 experiment_id=exp_id, request_id=key, task_id=f"{exp_id}.{key}", state=State.PAUSED.value,
                 hparams=hparams, seed=0, restarts=0, run_id=0, total_batches=0, searcher_stopped=False,
                 start_time=self._clock.now(), external_trial_id=external_id,
-            ).returning(t.trials.c.id)).scalar_one()
+            )
         self._experiments.on_change()
         return trial_id
 
     def _unmanaged_trial(self, conn: sa.Connection, trial_id: int) -> Any:
-        row = conn.execute(
-            sa.select(t.trials.c.id, t.trials.c.run_id, t.trials.c.state, t.trials.c.experiment_id,
-                      t.experiments.c.unmanaged)
-            .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
-            .where(t.trials.c.id == trial_id)).first()
+        row = store.trial_with_kind(conn, trial_id)
         if row is None:
             raise NotFound(f"trial {trial_id} not found")
         if not row.unmanaged:
@@ -204,15 +197,11 @@ class UnmanagedService:
                 raise Conflict(f"trial {trial_id} has already been started (run {trial.run_id}); "
                                "send resume: true to continue it")
             run_id = trial.run_id + 1
-            conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(
-                run_id=run_id, state=State.RUNNING.value, last_activity=self._clock.now(), end_time=None))
+            trial_store.update(conn, trial_id, run_id=run_id, state=State.RUNNING.value,
+                               last_activity=self._clock.now(), end_time=None)
             latest = None
             if run_id > 1:
-                latest = conn.execute(
-                    sa.select(t.checkpoints.c.uuid, t.checkpoints.c.steps_completed)
-                    .where(t.checkpoints.c.trial_id == trial_id, t.checkpoints.c.state == "COMPLETED")
-                    .order_by(t.checkpoints.c.steps_completed.desc(), t.checkpoints.c.report_time.desc())
-                    .limit(1)).first()
+                latest = store.latest_completed(conn, trial_id)
             self._roll_up(conn, trial.experiment_id)
         if run_id > 1:
             self._rewinding[trial_id] = run_id
@@ -228,7 +217,7 @@ class UnmanagedService:
             values: dict[str, Any] = {"last_activity": now}
             if state is not None:
                 values.update(state=state.value, end_time=now if state in TERMINAL else None)
-            conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(**values))
+            trial_store.update(conn, trial_id, **values)
             if state is not None:
                 self._roll_up(conn, trial.experiment_id)
         if state is not None:
@@ -242,24 +231,18 @@ class UnmanagedService:
         """``det t kill`` of an unmanaged trial: unless over, it ends CANCELED (its process is
         not ours to stop; its next start continues it)."""
         with self._reader.connect() as conn:
-            state = conn.execute(sa.select(t.trials.c.state).where(t.trials.c.id == trial_id)).scalar()
+            state = store.trial_state(conn, trial_id)
         if state is not None and State(state) not in TERMINAL:
             self.patch_trial(trial_id, State.CANCELED)
 
     def is_unmanaged_trial(self, trial_id: int) -> bool:
         with self._reader.connect() as conn:
-            return bool(conn.execute(
-                sa.select(t.experiments.c.unmanaged)
-                .join(t.trials, t.trials.c.experiment_id == t.experiments.c.id)
-                .where(t.trials.c.id == trial_id)).scalar())
+            return store.trial_is_unmanaged(conn, trial_id)
 
     def trial_of_task(self, task_id: str) -> tuple[int, bool]:
         """The trial whose task ``task_id`` is, and whether it is unmanaged; NotFound if none."""
         with self._reader.connect() as conn:
-            row = conn.execute(
-                sa.select(t.trials.c.id, t.experiments.c.unmanaged)
-                .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
-                .where(t.trials.c.task_id == task_id)).first()
+            row = store.trial_of_task(conn, task_id)
         if row is None:
             raise NotFound(f"task {task_id} not found")
         return row.id, bool(row.unmanaged)
@@ -273,28 +256,21 @@ class UnmanagedService:
         trial (one dictionary lookup)."""
         if run_id is None or self._rewinding.get(trial_id) != run_id:
             return
-        m = t.metrics.c
         with self._engine.begin() as conn:
-            n = conn.execute(sa.update(t.metrics).where(
-                m.trial_id == trial_id, m.archived.is_(False), m.trial_run_id < run_id,
-                sa.or_(m.steps_completed > steps, sa.and_(m.mgroup == group, m.steps_completed >= steps)),
-            ).values(archived=True)).rowcount
-            if not n:
+            if not store.archive_earlier_runs(conn, trial_id, run_id, group, steps):
                 return
-            exp_id = conn.execute(sa.select(t.trials.c.experiment_id).where(t.trials.c.id == trial_id)).scalar_one()
+            exp_id = store.experiment_of_trial(conn, trial_id)
             recompute_summary(conn, trial_id, self._experiments.trials.experiment_config(conn, exp_id))
             # No visible report lies past total_batches (metrics.ingest relies on it): lower it to theirs.
-            last = conn.execute(sa.select(sa.func.max(m.steps_completed))
-                                .where(m.trial_id == trial_id, m.archived.is_(False))).scalar()
-            conn.execute(sa.update(t.trials).where(t.trials.c.id == trial_id).values(total_batches=last or 0))
+            last = store.last_visible_step(conn, trial_id)
+            trial_store.update(conn, trial_id, total_batches=last or 0)
 
     # -- the experiment follows its trials ----------------------------------------------
 
     def _roll_up(self, conn: sa.Connection, exp_id: int) -> None:
-        rows = conn.execute(sa.select(t.trials.c.state, t.trials.c.end_time)
-                            .where(t.trials.c.experiment_id == exp_id)).all()
+        rows = store.states_of_experiment(conn, exp_id)
         target = rolled_up_state(r.state for r in rows)
-        current = conn.execute(sa.select(t.experiments.c.state).where(t.experiments.c.id == exp_id)).scalar_one()
+        current = exp_store.state(conn, exp_id)
         if target is None or target.value == current:
             return
         values: dict[str, Any] = {"state": target.value}
@@ -305,7 +281,7 @@ class UnmanagedService:
                 values["progress"] = 1.0
         else:
             values.update(end_time=None, progress=0.0)
-        conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp_id).values(**values))
+        exp_store.update(conn, exp_id, **values)
         self._experiments.on_state(conn, exp_id, target.value)
 
     # -- trials whose process went away -------------------------------------------------
@@ -314,16 +290,10 @@ class UnmanagedService:
         """End in ERROR the RUNNING unmanaged trials whose last heartbeat is older than
         ``LOST_AFTER_S`` (their end time: that heartbeat); their ids."""
         cutoff = self._clock.now() - self.LOST_AFTER_S
-        tr = t.trials.c
         with self._engine.begin() as conn:
-            lost = conn.execute(
-                sa.select(tr.id, tr.experiment_id, tr.last_activity)
-                .join(t.experiments, t.experiments.c.id == tr.experiment_id)
-                .where(tr.state == State.RUNNING.value, t.experiments.c.unmanaged.is_(True),
-                       sa.or_(tr.last_activity.is_(None), tr.last_activity < cutoff))).all()
+            lost = store.silent_since(conn, cutoff, State.RUNNING.value)
             for row in lost:
-                conn.execute(sa.update(t.trials).where(tr.id == row.id).values(
-                    state=State.ERROR.value, end_time=row.last_activity or cutoff))
+                trial_store.update(conn, row.id, state=State.ERROR.value, end_time=row.last_activity or cutoff)
             for exp_id in sorted({row.experiment_id for row in lost}):
                 self._roll_up(conn, exp_id)
         if lost:
@@ -334,8 +304,7 @@ class UnmanagedService:
 
     def _any_running(self) -> bool:
         with self._reader.connect() as conn:
-            return conn.execute(sa.select(t.trials.c.id).where(t.trials.c.state == State.RUNNING.value)
-                                .limit(1)).first() is not None
+            return store.any_in_state(conn, State.RUNNING.value)
 
     def recover(self) -> None:
         """After a restart: mark the trials lost meanwhile; keep sweeping while any runs."""

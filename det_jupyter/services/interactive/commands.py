@@ -11,26 +11,34 @@ import os
 import secrets
 import shlex
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from det_agent.wire import Mount, TaskSpec
+
 from ... import config as expconf
 from ...errors import InvalidRequest, NotFound, Unavailable
+from ...store import jobs as job_store
 from ...store import reader
-from ...store import tables as t
+from ...store import tasks as store
 from ..accounts.auth import User
 from ..allocation.cluster_info import build_info_files
 from ..allocation.service import AllocationService, Gang
-from ..allocation.spec import gang_env, master_env, task_env
+from ..allocation.spec import MasterAddress, gang_env, master_env, task_env
 from ..common.clock import Clock
+from ..common.identity import MasterIdentity
 from ..common.sealed import SealedError, Sealer, is_sealed
 from ..common.states import AllocState
 from .kinds import KINDS, work_dir_mounts
 from .ssh import PRIVATE_KEY
+
+if TYPE_CHECKING:
+    from ...config.resources import ResourceConfig
+    from ..experiments.trials import TrialService
 
 DEFAULT_PRIORITY = 42
 _CLI = {"COMMAND": "cmd", **{k: v.cli for k, v in KINDS.items()}}
@@ -84,8 +92,13 @@ class CommandConfig:
 
 
 class CommandService:
-    def __init__(self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: Any,
-                 *, sealer: Sealer | None = None) -> None:
+    def __init__(self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: MasterIdentity,
+                 *, sealer: Sealer | None = None, resources: ResourceConfig | None = None,
+                 notebook_root: str = "/tmp/det-notebooks", notebook_timeout_s: float | None = None,
+                 kind_defaults: Mapping[str, Any] | None = None) -> None:
+        """``notebook_root``: a user's notebooks work in <root>/<user>; ``notebook_timeout_s``:
+        the master's default idle_timeout of notebooks; ``kind_defaults``: other master
+        settings the kinds read (``tensorboard_timeout_s``)."""
         self._engine = engine
         # Seals what tasks' rows hold that must be replayed (services._sealed). The master
         # passes one whose key is kept in the data dir; without one, a key of this process
@@ -94,11 +107,11 @@ class CommandService:
         self._reader = reader(engine)
         self._clock = clock
         self._allocs = allocations
-        self.identity = identity  # trials.MasterIdentity; replaced when the URL is known
-        self.resources: Any = None  # rm.config.ResourceConfig, wired by the Master
-        self.notebook_root = "/tmp/det-notebooks"  # a user's notebooks work in <root>/<user>
-        self.notebook_timeout_s: float | None = None  # the master's default idle_timeout
-        self.kind_defaults: dict[str, Any] = {}  # other master settings the kinds read
+        self.identity = identity  # shared: its URL is set once the server bound its port
+        self.resources = resources
+        self.notebook_root = notebook_root
+        self.notebook_timeout_s = notebook_timeout_s
+        self.kind_defaults: dict[str, Any] = dict(kind_defaults or {})
 
     def launch(self, user: User, raw_config: Any, files: list[dict] | None = None,
                kind: str = "COMMAND", workspace_id: int = 1) -> sa.Row:
@@ -134,21 +147,20 @@ class CommandService:
         job_id = f"job-{uuid.uuid4()}"
         now = self._clock.now()
         with self._engine.begin() as conn:
-            conn.execute(sa.insert(t.jobs).values(
-                job_id=job_id, job_type=kind, owner_id=user.id, priority=priority, weight=1.0,
+            job_store.insert_job(
+                conn, job_id=job_id, job_type=kind, owner_id=user.id, priority=priority, weight=1.0,
                 max_slots=None, resource_pool=cfg.resource_pool, queue_position=now, submitted_at=now,
-            ))
-            conn.execute(sa.insert(t.commands).values(
-                task_id=task_id, job_id=job_id, owner_id=user.id, description=cfg.description,
+            )
+            store.insert(
+                conn, task_id=task_id, job_id=job_id, owner_id=user.id, description=cfg.description,
                 config={"entrypoint": cfg.entrypoint, "resources": {"slots": cfg.slots,
                         "priority": priority, "resource_pool": pool}, "env": cfg.env,
                         "description": cfg.description, **extra},
                 context=tgz, start_time=now, task_type=kind, workspace_id=workspace_id,
-            ))
+            )
             self._allocs.request(conn, task_id=task_id, trial_id=None, slots=cfg.slots,
                                  priority=priority, resource_pool=pool, job_id=job_id)
-        if self._allocs.launcher is not None:
-            self._allocs.launcher.schedule_soon()
+        self._allocs.schedule_soon()
         return self.get(task_id, kind)
 
     # -- reads --------------------------------------------------------------------------
@@ -156,7 +168,7 @@ class CommandService:
     def get(self, task_id: str, kind: str | None = "COMMAND") -> sa.Row:
         """The task ``task_id`` (of ``kind``, when given; another kind is not found)."""
         with self._reader.connect() as conn:
-            row = conn.execute(_GET, {"target": task_id}).first()
+            row = store.get(conn, task_id)
         if row is None or (kind is not None and row.task_type != kind):
             what = (kind or "task").lower()
             raise NotFound(f"{what} {task_id} not found; det {_CLI.get(kind or '', 'cmd')} list "
@@ -167,26 +179,15 @@ class CommandService:
         """Tasks of ``kind`` (or of any of several kinds), oldest first; ``user``'s only if
         given."""
         kinds = (kind,) if isinstance(kind, str) else kind
-        q = _listing().where(t.commands.c.task_type.in_(kinds)).order_by(t.commands.c.start_time)
-        if user is not None:
-            q = q.where(t.commands.c.owner_id == user.id)
         with self._reader.connect() as conn:
-            return list(conn.execute(q))
+            return store.listing(conn, kinds, None if user is None else user.id)
 
     def running_proxied(self) -> list[sa.Row]:
         """The running tasks of every proxied kind that have an address: only what the
         proxy's readiness and idle passes read (once a second): no context, no user join, and
         of the config only ``idle_timeout`` and ``idle_type`` (extracted by the database)."""
-        c, a = t.commands.c, t.allocations.c
-        q = (sa.select(c.task_id, c.task_type, c.owner_id, c.proxy_address, c.proxy_token,
-                       a.allocation_id,
-                       c.config["idle_timeout"].as_float().label("idle_timeout"),
-                       c.config["notebook_idle_type"].as_string().label("idle_type"))
-             .join(t.allocations, a.task_id == c.task_id)
-             .where(c.task_type.in_(tuple(KINDS)), a.state == AllocState.RUNNING.value,
-                    c.proxy_address.is_not(None)))
         with self._reader.connect() as conn:
-            return list(conn.execute(q))
+            return store.running_proxied(conn, tuple(KINDS))
 
     def upstream_token(self, row: Any) -> str:
         """The token the proxy sends to the task of ``row`` (a row with ``task_id`` and
@@ -205,12 +206,9 @@ class CommandService:
         """Seal the upstream tokens and private keys that rows written before sealing hold in
         plain text; returns how many rows changed. On SQLite the old values' bytes are zeroed
         in the file (``secure_delete``); PostgreSQL keeps old row versions until a VACUUM."""
-        c = t.commands.c
         with self._engine.begin() as conn:
-            rows = conn.execute(sa.select(c.task_id, c.proxy_token, c.config)
-                                .where(c.task_type.in_(tuple(KINDS)))).all()
             changes = {}
-            for row in rows:
+            for row in store.secrets_of(conn, tuple(KINDS)):
                 values: dict[str, Any] = {}
                 if row.proxy_token and not is_sealed(row.proxy_token):
                     values["proxy_token"] = self._sealer.seal(row.proxy_token,
@@ -223,18 +221,12 @@ class CommandService:
                     changes[row.task_id] = values
             if not changes:
                 return 0
-            sqlite = conn.dialect.name == "sqlite"
-            if sqlite:
-                conn.exec_driver_sql("PRAGMA secure_delete=ON")
-            for task_id, values in changes.items():
-                conn.execute(sa.update(t.commands).where(c.task_id == task_id).values(**values))
-            if sqlite:
-                conn.exec_driver_sql("PRAGMA secure_delete=OFF")
+            store.rewrite_secrets(conn, changes)
         return len(changes)
 
     def context_tgz(self, task_id: str) -> bytes | None:
         with self._reader.connect() as conn:
-            return conn.execute(sa.select(t.commands.c.context).where(t.commands.c.task_id == task_id)).scalar()
+            return store.context(conn, task_id)
 
     # -- control ------------------------------------------------------------------------
 
@@ -249,8 +241,7 @@ class CommandService:
             row = self.get(task_id, kind)
         if reason:
             with self._engine.begin() as conn:
-                conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id)
-                             .values(exit_reason=reason))
+                store.set_exit_reason(conn, task_id, reason)
         if row.allocation_id and row.alloc_state != AllocState.TERMINATED.value:
             return self._allocs.kill(row.allocation_id)
         return None
@@ -259,51 +250,21 @@ class CommandService:
 
     def build_specs(
         self, alloc: sa.Row, gang: Gang, token: str, *, conn: sa.Connection | None = None
-    ) -> list[dict]:
+    ) -> list[TaskSpec]:
         with (self._reader.connect() if conn is None else nullcontext(conn)) as c:
-            cmd = c.execute(sa.select(t.commands).where(t.commands.c.task_id == alloc.task_id)).one()
-            owner = c.execute(sa.select(t.users.c.username).where(t.users.c.id == cmd.owner_id)).scalar_one()
-        ident = self.identity
+            cmd, owner = store.with_owner(c, alloc.task_id)
         # A proxied task's upstream token (JupyterLab reads JUPYTER_TOKEN; the proxy sends it),
         # made at placement and stored sealed with its address.
         upstream = secrets.token_hex(24) if cmd.task_type in KINDS else None
-        specs = []
-        addrs = [c.address for c in gang.containers]
-        counts = [len(c.slot_ids) for c in gang.containers]
-        for rank, c in enumerate(gang.containers):
-            env = {
-                **cmd.config.get("env", {}),
-                **master_env(ident),
-                **task_env(cmd.task_id, alloc.allocation_id, rank, token, owner, cmd.task_type),
-                **gang_env(gang, rank),
-            }
-            info = build_info_files(
-                master_url=ident.url, cluster_id=ident.cluster_id, agent_id=c.agent_id,
-                slot_ids=list(c.slot_ids), task_id=cmd.task_id, allocation_id=alloc.allocation_id,
-                session_token=token, task_type=cmd.task_type, latest_checkpoint=None, trial=None,
-                container_addrs=addrs, container_rank=rank, container_slot_counts=counts,
-                gpu_uuids=[],
-            )
-            entrypoint = cmd.config["entrypoint"]
-            if cmd.task_type in KINDS:
-                entrypoint, extra_env = KINDS[cmd.task_type].build(
-                    cmd.task_id, c.address, gang.rendezvous_port, cmd.config, os.geteuid() == 0)
-                env.update(extra_env)
-                env["JUPYTER_TOKEN"] = env["DET_PROXY_TOKEN"] = upstream
-            spec = {
-                "task_id": cmd.task_id, "allocation_id": alloc.allocation_id,
-                "task_type": cmd.task_type, "entrypoint": entrypoint, "env": env,
-                "slot_ids": list(c.slot_ids), "info_files": info, "mounts": work_dir_mounts(cmd.config),
-            }
-            if cmd.context is not None:
-                spec["context_url"] = f"/api/v1/tasks/{cmd.task_id}/context_directory"
-            specs.append(spec)
+        allow_root = os.geteuid() == 0
+        specs = [build_command_spec(cmd, alloc.allocation_id, gang, rank, token, owner, self.identity,
+                                    upstream=upstream, allow_root=allow_root)
+                 for rank in range(len(gang.containers))]
         if upstream is not None:  # where the proxy reaches it, and with what, with the placement
             chief = gang.containers[0]
             with (self._engine.begin() if conn is None else nullcontext(conn)) as w:
-                w.execute(sa.update(t.commands).where(t.commands.c.task_id == cmd.task_id).values(
-                    proxy_address=f"{chief.address}:{gang.rendezvous_port}",
-                    proxy_token=self._sealer.seal(upstream, f"{cmd.task_id}:proxy_token")))
+                store.set_proxy(w, cmd.task_id, f"{chief.address}:{gang.rendezvous_port}",
+                                self._sealer.seal(upstream, f"{cmd.task_id}:proxy_token"))
         return specs
 
     def allocation_exited(
@@ -312,43 +273,66 @@ class CommandService:
     ) -> None:
         with (self._engine.begin() if conn is None else nullcontext(conn)) as c:
             # A reason set when it was killed (e.g. culled as idle) wins over the exit's.
-            c.execute(
-                sa.update(t.commands).where(t.commands.c.task_id == alloc.task_id)
-                .values(exit_code=exit_code, end_time=self._clock.now(),
-                        exit_reason=sa.func.coalesce(t.commands.c.exit_reason, reason))
-            )
+            store.ended(c, alloc.task_id, exit_code, self._clock.now(), reason)
 
 
-def _listing() -> sa.Select:
-    """Commands with their user and their (only) allocation's state."""
-    return (
-        sa.select(
-            t.commands, t.users.c.username, t.jobs.c.resource_pool.label("job_pool"),
-            t.jobs.c.priority, t.allocations.c.allocation_id,
-            t.allocations.c.state.label("alloc_state"), t.allocations.c.resource_pool,
-        )
-        .join(t.users, t.users.c.id == t.commands.c.owner_id)
-        .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
-        .outerjoin(t.allocations, t.allocations.c.task_id == t.commands.c.task_id)
+def build_command_spec(
+    cmd: Any, allocation_id: str, gang: Gang, rank: int, token: str, owner: str, ident: MasterAddress,
+    *, upstream: str | None, allow_root: bool,
+) -> TaskSpec:
+    """The TaskSpec of container ``rank`` of a task's allocation (pure). ``cmd``: its
+    ``commands`` row (``task_id``, ``task_type``, ``config``, ``context``); ``upstream``: a
+    proxied kind's token (JUPYTER_TOKEN, DET_PROXY_TOKEN); ``allow_root``: the agent runs as
+    root (a notebook is then told it may)."""
+    c = gang.containers[rank]
+    env = {
+        **cmd.config.get("env", {}),
+        **master_env(ident),
+        **task_env(cmd.task_id, allocation_id, rank, token, owner, cmd.task_type),
+        **gang_env(gang, rank),
+    }
+    info = build_info_files(
+        master_url=ident.url, cluster_id=ident.cluster_id, agent_id=c.agent_id,
+        slot_ids=list(c.slot_ids), task_id=cmd.task_id, allocation_id=allocation_id,
+        session_token=token, task_type=cmd.task_type, latest_checkpoint=None, trial=None,
+        container_addrs=[x.address for x in gang.containers], container_rank=rank,
+        container_slot_counts=[len(x.slot_ids) for x in gang.containers], gpu_uuids=[],
     )
-
-
-# One task by id, built once: building the listing's join (and its cache key) per call cost
-# three times what running it does on SQLite.
-_GET = _listing().where(t.commands.c.task_id == sa.bindparam("target"))
+    entrypoint = cmd.config["entrypoint"]
+    if cmd.task_type in KINDS:
+        entrypoint, extra_env = KINDS[cmd.task_type].build(
+            cmd.task_id, c.address, gang.rendezvous_port, cmd.config, allow_root)
+        env.update(extra_env)
+        env["JUPYTER_TOKEN"] = env["DET_PROXY_TOKEN"] = upstream
+    return TaskSpec(
+        task_id=cmd.task_id, allocation_id=allocation_id, task_type=cmd.task_type,
+        entrypoint=entrypoint if isinstance(entrypoint, str) else tuple(entrypoint), env=env,
+        slot_ids=tuple(c.slot_ids), info_files=info,
+        mounts=tuple(Mount(m["host_path"], m["container_path"], m.get("create"))
+                     for m in work_dir_mounts(cmd.config)),
+        context_url=None if cmd.context is None else f"/api/v1/tasks/{cmd.task_id}/context_directory",
+    )
 
 
 class OwnerRouter:
     """The AllocationOwner the allocation service talks to: trials for allocations of a trial,
     commands for the rest."""
 
-    def __init__(self, trials: Any, commands: CommandService) -> None:
+    def __init__(self, trials: TrialService, commands: CommandService) -> None:
         self._trials = trials
         self._commands = commands
 
+    def ended_by_restart(self, alloc: sa.Row) -> None:
+        """An allocation that was running when the last master process ended: a trial's
+        resumes (its logs say so), a command's ends."""
+        if alloc.trial_id is None:
+            self._commands.allocation_exited(alloc, None, "the master restarted while it ran")
+        else:
+            self._trials.ended_by_restart(alloc)
+
     def build_specs_many(
         self, runs: Sequence[tuple[Any, Gang, str]], conn: sa.Connection
-    ) -> dict[str, list[dict]]:
+    ) -> dict[str, list[TaskSpec]]:
         """A pass's placements: the trials' together (batched), the others one by one."""
         out = self._trials.build_specs_many([r for r in runs if r[0].trial_id is not None], conn)
         for alloc, gang, token in runs:

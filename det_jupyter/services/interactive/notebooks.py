@@ -10,30 +10,27 @@ tickets browsers use, why a queued one waits, and when an idle one is culled.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError
-
 from ...errors import DetError, NotFound
 from ..access.authz import Perm
 from ..access.rbac import RbacService
-from ..accounts.auth import User
+from ..accounts.auth import AuthService, User
 from ..common.clock import Clock
 from ..common.sealed import SealedError
-from ._common import TICKET_LIFETIME, Activity, check_ticket, is_active, make_ticket
+from ._common import TICKET_LIFETIME, check_ticket, make_ticket
+from ._probe import connects, get_json
 from .commands import CommandService
+from .culler import IDLE_CHECK_INTERVAL, IdleCuller
 from .kinds import KINDS
 from .origins import ProxyOrigin
 
 log = logging.getLogger("det_jupyter.notebooks")
 
-#: Seconds between looks at every running notebook's activity (``notebook_idle_check``).
-IDLE_CHECK_INTERVAL = 30.0
 #: Seconds between probes of a placed task that does not answer yet: its route goes live
 #: within this of its server answering.
 PROBE_INTERVAL = 0.1
@@ -51,39 +48,26 @@ class Target:
     owner_id: int
 
 
-@dataclass
-class _Idle:
-    """What the culler knows of one task (a moment not seen yet is None, or a time that
-    never counts)."""
-
-    last_traffic: float = 0.0  # the proxy's last request to it
-    last_active: float | None = None  # when it was last seen or reported active
-    looked: float | None = None  # when the master last looked at its Jupyter server
-    reported: float = float("-inf")  # when the task last reported (report_idle)
-    previous: Activity | None = None  # what the last look saw
-    unanswered: bool = False  # its last look got no answer: never culled for it
-
-
 class NotebookService:
-    def __init__(self, commands: CommandService, auth: Any, clock: Clock, secret: str,
-                 *, gpu_busy: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, commands: CommandService, auth: AuthService, clock: Clock, secret: str,
+                 *, gpu_busy: Callable[[str], bool] | None = None, rbac: RbacService | None = None,
+                 idle_check_interval: float = IDLE_CHECK_INTERVAL) -> None:
+        """``rbac``: roles gate the proxy too; ``gpu_busy`` and ``idle_check_interval``: the
+        culler's (``culler.IdleCuller``)."""
         self._commands = commands
         self._auth = auth
         self._clock = clock
         self._secret = secret
-        self._gpu_busy = gpu_busy or (lambda allocation_id: False)
         self._ticket_users: dict[tuple[str, str], tuple[float, User | None]] = {}
         self.ready: set[str] = set()
         # Ready tasks by id: the proxy's fast path (no database read per request).
         self.routes: dict[str, Target] = {}
-        self._idle: dict[str, _Idle] = {}  # by task id, until the task is dropped
         # Placed tasks not answering yet, by id (rows of the tick), and those with a probe out.
         self.starting: dict[str, Any] = {}
         self._probing: set[str] = set()
-        # Ready tasks with an idle_timeout, by id: what the sweep goes over (rows of the tick).
-        self.watched: dict[str, Any] = {}
-        self.idle_check_interval = IDLE_CHECK_INTERVAL
-        self.rbac: RbacService | None = None  # set by the master: roles gate the proxy too
+        self.rbac = rbac
+        self.culler = IdleCuller(clock, cull=self._cull, upstream_token=commands.upstream_token,
+                                 gpu_busy=gpu_busy, interval_s=idle_check_interval)
         # Set by the app once the proxy listens on its own origin (None: not serving).
         self.proxy_origin: ProxyOrigin | None = None
 
@@ -140,7 +124,7 @@ class NotebookService:
         self.ready.discard(task_id)
         self.starting.pop(task_id, None)
         self.routes.pop(task_id, None)
-        self._forget(task_id)
+        self.culler.forget(task_id)
 
     def target_of(self, row: Any) -> Target | None:
         """Where to proxy requests to a task the caller may reach (``row``: what
@@ -169,43 +153,25 @@ class NotebookService:
 
     def touched(self, task_id: str) -> None:
         """Traffic through the proxy: a notebook in use is not idle."""
-        self._idle_of(task_id).last_traffic = self._clock.now()
+        self.culler.touched(task_id)
 
-    def _idle_of(self, task_id: str) -> _Idle:
-        idle = self._idle.get(task_id)
-        if idle is None:
-            idle = self._idle[task_id] = _Idle()
-        return idle
+    def report_idle(self, task_id: str, idle: bool) -> None:
+        """The task's own report of whether it is idle (``culler.IdleCuller.report_idle``)."""
+        self.culler.report_idle(task_id, idle)
 
     # -- background work (called from the master's tick) ------------------------------------
 
     async def tick(self) -> None:
         """Once a second: one read of the running tasks of every proxied kind; probe the ones
         not ready yet; look at the Jupyter servers whose look is due (each once per
-        ``idle_check_interval``, spread by when each became ready); then sweep for idle ones."""
+        ``idle_check_interval``, spread by when each became ready); then cull idle ones."""
         rows = self._commands.running_proxied()
         running = {r.task_id for r in rows}
         for gone in (set(self.ready) | set(self.routes)) - running:
             self.drop(gone)
         self.starting = {r.task_id: r for r in rows if r.task_id not in self.ready}
         await self.probe_starting()
-        now = self._clock.now()
-        self.watched = {r.task_id: r for r in rows
-                        if r.task_id in self.ready and r.idle_timeout}
-        due = [r for r in self.watched.values() if KINDS[r.task_type].jupyter_idle
-               and self._look_due(r.task_id, now)]
-        if due:
-            await asyncio.gather(*(self._look(r, now) for r in due))
-        for row, why in self.sweep(self._clock.now()):
-            self._cull(row, why)
-
-    def _look_due(self, task_id: str, now: float) -> bool:
-        """A look at a Jupyter server is due once per ``idle_check_interval`` (counted from
-        its readiness), unless the task itself reported within twice that."""
-        idle = self._idle.get(task_id) or _Idle()
-        looked = now if idle.looked is None else idle.looked
-        return (now - looked >= self.idle_check_interval
-                and now - idle.reported >= 2 * self.idle_check_interval)
+        await self.culler.tick(r for r in rows if r.task_id in self.ready)
 
     async def probe_starting(self) -> None:
         """Probe the placed tasks that do not answer yet (the tick's rows; no read here).
@@ -214,38 +180,6 @@ class NotebookService:
         rows = [r for r in self.starting.values() if r.task_id not in self._probing]
         if rows:
             await asyncio.gather(*(self._probe(r) for r in rows))
-
-    def sweep(self, now: float) -> list[tuple[Any, str]]:
-        """The watched tasks idle for their ``idle_timeout``, and why: memory only (what the
-        looks, the tasks' own reports and the proxy's traffic recorded), no I/O."""
-        out = []
-        for task_id, row in self.watched.items():
-            idle = self._idle.get(task_id) or _Idle()
-            if idle.unanswered:
-                continue  # not answering: not evidence of idleness
-            since = max(now if idle.last_active is None else idle.last_active, idle.last_traffic)
-            timeout = row.idle_timeout
-            if now - since < timeout:
-                continue
-            why = (f"notebook_idle_type {row.idle_type or 'kernels_or_terminals'}, "
-                   "no proxy traffic" if KINDS[row.task_type].jupyter_idle else "no proxy traffic")
-            out.append((row, f"culled: idle for {now - since:.0f} s (idle_timeout {timeout:g} s, {why})"))
-        return out
-
-    def report_idle(self, task_id: str, idle: bool) -> None:
-        """The task's own report (``PUT /api/v1/notebooks/{id}/report_idle``, sent by a
-        notebook's idle checker): not idle counts as activity now. While a task reports, the
-        master does not look at its Jupyter server itself."""
-        now = self._clock.now()
-        state = self._idle_of(task_id)
-        state.reported = now
-        state.unanswered = False
-        if not idle:
-            state.last_active = now
-
-    def _forget(self, task_id: str) -> None:
-        self.watched.pop(task_id, None)
-        self._idle.pop(task_id, None)
 
     async def _probe(self, row: Any) -> None:
         path = KINDS[row.task_type].probe
@@ -257,39 +191,16 @@ class NotebookService:
             return
         self._probing.add(row.task_id)
         try:
-            ok = await (_get_json(row, token, path, timeout=2.0) if path is not None
-                        else _connects(row.proxy_address, timeout=2.0))
+            ok = await (get_json(row, token, path, timeout=2.0) if path is not None
+                        else connects(row.proxy_address, timeout=2.0))
         finally:
             self._probing.discard(row.task_id)
         if ok is not None and ok is not False and row.task_id in self.starting:
             del self.starting[row.task_id]
             self.ready.add(row.task_id)
             self.routes[row.task_id] = Target(row.task_id, row.proxy_address, token, row.owner_id)
-            idle = self._idle_of(row.task_id)
-            idle.last_active = idle.looked = self._clock.now()
+            self.culler.became_ready(row.task_id)
             log.info("notebook %s is ready at %s", row.task_id, row.proxy_address)
-
-    async def _look(self, row: Any, now: float) -> None:
-        """One look at a notebook server's kernels, terminals, sessions and status."""
-        idle = self._idle_of(row.task_id)
-        idle.looked = now
-        token = self._commands.upstream_token(row)
-        kernels, terminals, sessions, status = await asyncio.gather(
-            *(_get_json(row, token, path) for path in
-              ("api/kernels", "api/terminals", "api/sessions", "api/status")))
-        if kernels is None or status is None:
-            idle.unanswered = True
-            return
-        idle.unanswered = False
-        seen = Activity(
-            kernels=len(kernels), busy_kernels=sum(k.get("execution_state") == "busy" for k in kernels),
-            kernel_connections=sum(int(k.get("connections") or 0) for k in kernels),
-            terminals=len(terminals or []), sessions=len(sessions or []),
-            last_activity=_epoch(status.get("last_activity")))
-        idle_type = row.idle_type or "kernels_or_terminals"
-        if is_active(idle_type, seen, idle.previous, self._gpu_busy(row.allocation_id)):
-            idle.last_active = now
-        idle.previous = seen
 
     def _cull(self, row: Any, reason: str) -> None:
         log.info("%s %s %s", row.task_type.lower(), row.task_id, reason)
@@ -297,38 +208,4 @@ class NotebookService:
         self._commands.kill(owner, row.task_id, row.task_type, reason=reason)
         self.drop(row.task_id)
 
-
-async def _get_json(row: Any, token: str, path: str, timeout: float = 5.0) -> Any:
-    """GET the notebook server's ``/proxy/<id>/<path>`` with its ``token``; None on any
-    failure."""
-    url = f"http://{row.proxy_address}/proxy/{row.task_id}/{path}"
-    try:
-        resp = await AsyncHTTPClient().fetch(
-            url, headers={"Authorization": f"token {token}"},
-            request_timeout=timeout, connect_timeout=timeout)
-        return json.loads(resp.body)
-    except (HTTPClientError, OSError, ValueError, asyncio.TimeoutError):
-        return None
-
-
-async def _connects(address: str, timeout: float) -> bool:
-    """Whether a TCP connection to ``host:port`` opens (a task that speaks no HTTP)."""
-    host, _, port = address.rpartition(":")
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
-    except (OSError, ValueError, asyncio.TimeoutError):
-        return False
-    writer.close()
-    return True
-
-
-def _epoch(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ...errors import InvalidRequest, NotFound
-from ...store import tables as t
+from ...store import jobs as store
 from ..accounts.auth import User
-from ..common.states import AllocState
+
+if TYPE_CHECKING:
+    from ...config.resources import ResourceConfig
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,9 @@ class QueueUpdate:
 
 
 class JobControl:
-    def __init__(self, engine: sa.Engine, resources: Any, changed: Callable[[], None]) -> None:
+    def __init__(self, engine: sa.Engine, resources: ResourceConfig, changed: Callable[[], None]) -> None:
         self._engine = engine
-        self._resources = resources  # rm.config.ResourceConfig
+        self._resources = resources
         self._changed = changed  # asks for a scheduling pass
 
     def update(self, user: User, updates: Sequence[QueueUpdate], *, strict: bool = True) -> None:
@@ -109,30 +111,19 @@ class JobControl:
                 conn, other, priority, u.job_id, ahead=bool(u.ahead_of))
         if not values:
             return
-        conn.execute(sa.update(t.jobs).where(t.jobs.c.job_id == u.job_id).values(**values))
+        store.update(conn, u.job_id, values)
         if "resource_pool" in values:
             # Waiting work follows the job; what runs keeps its slots until it ends.
-            slots_of = t.allocations.c.slots
             for zero in (False, True):
                 target = self._resources.pool_for(values["resource_pool"], 0 if zero else 1)
-                conn.execute(
-                    sa.update(t.allocations)
-                    .where(t.allocations.c.job_id == u.job_id,
-                           t.allocations.c.state == AllocState.PENDING.value,
-                           (slots_of == 0) if zero else (slots_of > 0))
-                    .values(resource_pool=target))
+                store.move_pending(conn, u.job_id, zero_slots=zero, resource_pool=target)
         self._mirror_config(conn, u.job_id, values)
 
     def _position_next_to(
         self, conn: sa.Connection, other: Any, priority: int, moving: str, *, ahead: bool
     ) -> float:
         """A queue position just ahead of (or behind) ``other`` among jobs of ``priority``."""
-        j = t.jobs.c
-        near = sa.select(j.queue_position).where(
-            j.priority == priority, j.job_id != moving, j.job_id != other.job_id,
-            (j.queue_position < other.queue_position) if ahead else (j.queue_position > other.queue_position),
-        ).order_by(j.queue_position.desc() if ahead else j.queue_position).limit(1)
-        neighbour = conn.execute(near).scalar()
+        neighbour = store.neighbour_position(conn, priority, moving, other, ahead=ahead)
         if neighbour is None:
             return other.queue_position - 1.0 if ahead else other.queue_position + 1.0
         return (neighbour + other.queue_position) / 2
@@ -144,16 +135,15 @@ class JobControl:
         changed = {keys[k]: v for k, v in values.items() if k in keys}
         if not changed:
             return
-        exp = conn.execute(sa.select(t.experiments.c.id, t.experiments.c.config)
-                           .where(t.experiments.c.job_id == job_id)).first()
+        exp = store.experiment_of_job(conn, job_id)
         if exp is None:
             return
         config = dict(exp.config)
         config["resources"] = {**(config.get("resources") or {}), **changed}
-        conn.execute(sa.update(t.experiments).where(t.experiments.c.id == exp.id).values(config=config))
+        store.set_experiment_config(conn, exp.id, config)
 
     def _job(self, conn: sa.Connection, job_id: str) -> Any:
-        row = conn.execute(sa.select(t.jobs).where(t.jobs.c.job_id == job_id)).first()
+        row = store.get(conn, job_id)
         if row is None:
             raise NotFound(f"job {job_id} not found; det job list shows the queue's job ids")
         return row
@@ -166,7 +156,7 @@ class JobControl:
 
     def job_of_experiment(self, exp_id: int) -> str:
         with self._engine.connect() as conn:
-            job = conn.execute(sa.select(t.experiments.c.job_id).where(t.experiments.c.id == exp_id)).scalar()
+            job = store.job_of_experiment(conn, exp_id)
         if job is None:
             raise NotFound(f"experiment {exp_id} not found")
         return job

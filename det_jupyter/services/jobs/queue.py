@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from ... import scheduler
+from ...store import jobs as store
 from ...store import reader
-from ...store import tables as t
-from ..common.states import LIVE_ALLOC, AllocState, State
+from ..common.states import LIVE_ALLOC
 from ..experiments.views import progress_of
 
 QUEUED = "STATE_QUEUED"
@@ -97,55 +97,24 @@ def queue(
 
 def _holdings(engine: sa.Engine) -> dict[int, _Holdings]:
     """Per experiment: its unfinished allocations, summed, and its job's settings."""
-    a = t.allocations.c
-    live = sa.case((a.state.in_(LIVE_ALLOC), a.slots), else_=0)
-    q = (
-        sa.select(
-            t.trials.c.experiment_id, t.projects.c.workspace_id, sa.func.min(a.resource_pool),
-            sa.func.min(a.priority), t.jobs.c.priority, t.jobs.c.weight, t.jobs.c.queue_position,
-            sa.func.sum(a.slots), sa.func.sum(live),
-        )
-        .select_from(t.allocations)
-        .join(t.trials, t.trials.c.id == a.trial_id)
-        .join(t.experiments, t.experiments.c.id == t.trials.c.experiment_id)
-        .join(t.projects, t.projects.c.id == t.experiments.c.project_id)
-        .outerjoin(t.jobs, t.jobs.c.job_id == t.experiments.c.job_id)
-        .where(a.state != AllocState.TERMINATED.value)
-        .group_by(t.trials.c.experiment_id, t.projects.c.workspace_id, t.jobs.c.priority,
-                  t.jobs.c.weight, t.jobs.c.queue_position)
-    )
     out: dict[int, _Holdings] = {}
     with reader(engine).connect() as conn:
-        for exp_id, ws, rpool, alloc_prio, job_prio, weight, position, requested, allocated in conn.execute(q):
+        for exp_id, ws, rpool, alloc_prio, job_prio, weight, position, requested, allocated in (
+                store.experiment_holdings(conn)):
             out[exp_id] = _Holdings(
                 ws, scheduler.pool_of(rpool), job_prio if job_prio is not None else alloc_prio,
                 weight or 1.0, position or 0.0, int(requested or 0), int(allocated or 0))
     return out
 
 
-
-
 def _experiment_jobs(engine: sa.Engine, holdings: dict[int, _Holdings]) -> list[tuple]:
     """(sort key, job) for each experiment with unfinished allocations."""
     if not holdings:
         return []
-    e, tr = t.experiments.c, t.trials.c
-    done = sa.func.sum(sa.case((tr.state == State.COMPLETED.value, 1.0), else_=sa.func.coalesce(tr.progress, 0.0)))
-    sums = (
-        sa.select(tr.experiment_id, sa.func.count(), done)
-        .where(tr.experiment_id.in_(list(holdings)))
-        .group_by(tr.experiment_id)
-    )
-    rows = (
-        sa.select(e.id, e.name, e.owner_id, e.start_time, e.job_id, e.progress, e.config,
-                  t.users.c.username)
-        .join(t.users, t.users.c.id == e.owner_id)
-        .where(e.id.in_(list(holdings)))
-    )
     out = []
     with reader(engine).connect() as conn:
-        trial_sums = {exp_id: (n, d) for exp_id, n, d in conn.execute(sums)}
-        for r in conn.execute(rows):
+        trial_sums = {exp_id: (n, d) for exp_id, n, d in store.trial_sums(conn, list(holdings))}
+        for r in store.experiments_with_owner(conn, list(holdings)):
             h = holdings[r.id]
             n, d = trial_sums.get(r.id, (0, 0.0))
             job = Job(
@@ -163,20 +132,9 @@ def _experiment_jobs(engine: sa.Engine, holdings: dict[int, _Holdings]) -> list[
 
 def _command_jobs(engine: sa.Engine, pool: str) -> list[tuple]:
     """(sort key, job) for each command that has not ended, in ``pool``."""
-    a = t.allocations
-    q = (
-        sa.select(t.commands.c.task_id, t.commands.c.description, t.commands.c.owner_id,
-                  t.commands.c.start_time, t.commands.c.task_type, t.users.c.username,
-                  t.jobs.c.job_id, t.jobs.c.priority,
-                  t.jobs.c.weight, t.jobs.c.queue_position, a.c.state, a.c.slots, a.c.resource_pool)
-        .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
-        .join(t.users, t.users.c.id == t.commands.c.owner_id)
-        .join(a, a.c.task_id == t.commands.c.task_id)
-        .where(a.c.state != AllocState.TERMINATED.value)
-    )
     out = []
     with reader(engine).connect() as conn:
-        for r in conn.execute(q):
+        for r in store.unfinished_tasks(conn):
             if scheduler.pool_of(r.resource_pool) != pool:
                 continue
             placed = r.state in LIVE_ALLOC

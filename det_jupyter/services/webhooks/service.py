@@ -26,18 +26,22 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from ... import names as _names
 from ...errors import Conflict, InvalidRequest, NotFound
+from ...store import logs as log_store
 from ...store import reader
-from ...store import tables as t
-from ..common import names as _names
+from ...store import webhooks as store
 from ..common.clock import Clock
 from ..common.sealed import Sealer
 from . import payloads as wp
 from ._shipper import Delivery, Shipper, post
+
+if TYPE_CHECKING:
+    from ...config.resources import ResourceConfig
 
 log = logging.getLogger("det_jupyter.webhooks")
 Webhook = wp.Webhook
@@ -49,13 +53,13 @@ _HINTS_TTL_S = 30.0  # hints are re-read this often (a workspace's delete cascad
 
 class WebhookService:
     def __init__(self, engine: sa.Engine, clock: Clock, *, signing_key: str, sealer: Sealer | None = None,
-                 resources: Any = None, max_queue: int = 1000) -> None:
+                 resources: ResourceConfig | None = None, max_queue: int = 1000) -> None:
         self._engine = engine
         self._reader = reader(engine)
         self._clock = clock
         self._key = signing_key
         self._sealer = sealer
-        self.resources = resources  # rm.config.ResourceConfig: a config's default pool's name
+        self.resources = resources  # a config's default pool's name
         self.shipper = Shipper(lambda: self._key, max_queue=max_queue)
         self._jobs: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=max_queue)
         self._stop = threading.Event()
@@ -94,28 +98,21 @@ class WebhookService:
         name = _names.check_text("webhook name", name, max_len=255, empty=False)
         url = wp.check_url(url)
         checked = wp.check_triggers(triggers, stored_mode)
-        w = t.webhooks.c
         with self._engine.begin() as conn:
-            same = sa.select(w.id).where(w.name == name, w.workspace_id.is_(None) if workspace_id is None
-                                         else w.workspace_id == workspace_id)
-            if conn.execute(same).first() is not None:
+            if store.name_taken(conn, name, workspace_id):
                 where = "global webhooks" if workspace_id is None else f"workspace {workspace_id}"
                 raise Conflict(f"a webhook named {name!r} already exists among {where}")
-            hook_id = conn.execute(sa.insert(t.webhooks).values(
-                name=name, url="", webhook_type=kind, mode=stored_mode, workspace_id=workspace_id,
-                created_at=self._clock.now()).returning(w.id)).scalar_one()
-            conn.execute(sa.update(t.webhooks).where(w.id == hook_id).values(url=self._seal(hook_id, url)))
-            conn.execute(sa.insert(t.webhook_triggers), [
-                {"webhook_id": hook_id, "trigger_type": k, "condition": c} for k, c in checked])
+            # The URL is sealed for the id the row gets, so it is written once the row exists.
+            hook_id = store.insert(conn, name=name, url="", webhook_type=kind, mode=stored_mode,
+                                   workspace_id=workspace_id, created_at=self._clock.now())
+            store.set_url(conn, hook_id, self._seal(hook_id, url))
+            store.insert_triggers(conn, hook_id, checked)
         self.refresh_hints()
         return self.get(hook_id)
 
     def delete(self, webhook_id: int) -> None:
         with self._engine.begin() as conn:
-            trig = sa.select(t.webhook_triggers.c.id).where(t.webhook_triggers.c.webhook_id == webhook_id)
-            conn.execute(sa.delete(t.webhook_fired).where(t.webhook_fired.c.trigger_id.in_(trig)))
-            conn.execute(sa.delete(t.webhook_triggers).where(t.webhook_triggers.c.webhook_id == webhook_id))
-            if conn.execute(sa.delete(t.webhooks).where(t.webhooks.c.id == webhook_id)).rowcount == 0:
+            if not store.delete(conn, webhook_id):
                 raise NotFound(f"webhook {webhook_id} not found")
         self.refresh_hints()
 
@@ -123,9 +120,7 @@ class WebhookService:
         """``PATCH /api/v1/webhooks/{id}``: 0.38.1 changes only a webhook's URL."""
         url = wp.check_url(url)
         with self._engine.begin() as conn:
-            done = conn.execute(sa.update(t.webhooks).where(t.webhooks.c.id == webhook_id)
-                                .values(url=self._seal(webhook_id, url)))
-            if done.rowcount == 0:
+            if not store.set_url(conn, webhook_id, self._seal(webhook_id, url)):
                 raise NotFound(f"webhook {webhook_id} not found")
 
     def test(self, hook: Webhook, timeout_s: float = 10.0) -> None:
@@ -147,14 +142,8 @@ class WebhookService:
         return self._sealer.seal(url, f"webhook:{hook_id}:url") if self._sealer else url
 
     def _load(self, webhook_id: int | None = None) -> list[Webhook]:
-        w, tr = t.webhooks.c, t.webhook_triggers.c
-        hooks_q = sa.select(t.webhooks).order_by(w.id)
-        trig_q = sa.select(t.webhook_triggers).order_by(tr.id)
-        if webhook_id is not None:
-            hooks_q = hooks_q.where(w.id == webhook_id)
-            trig_q = trig_q.where(tr.webhook_id == webhook_id)
         with self._reader.connect() as conn:
-            rows, trigs = conn.execute(hooks_q).all(), conn.execute(trig_q).all()
+            rows, trigs = store.load(conn, webhook_id)
         by_hook: dict[int, list[wp.Trigger]] = {}
         for r in trigs:
             by_hook.setdefault(r.webhook_id, []).append(wp.Trigger(r.id, r.trigger_type, r.condition or {}, r.webhook_id))
@@ -171,7 +160,7 @@ class WebhookService:
         patterns = any(trig.trigger_type == wp.TASK_LOG for trig in triggers)
         if patterns and not self._log_patterns:
             with self._reader.connect() as conn:  # the first pattern looks at lines from now on
-                self._log_cursor = conn.execute(sa.select(sa.func.coalesce(sa.func.max(t.task_logs.c.id), 0))).scalar_one()
+                self._log_cursor = log_store.max_id(conn)
         self._log_patterns = patterns
         self._hints_at = time.monotonic()
 
@@ -304,13 +293,8 @@ class WebhookService:
     # -- what payloads need from the store ------------------------------------------------------
 
     def _experiment(self, exp_id: int) -> wp.ExperimentFacts | None:
-        e, p, w = t.experiments.c, t.projects.c, t.workspaces.c
         with self._reader.connect() as conn:
-            row = conn.execute(
-                sa.select(e.id, e.start_time, e.config, p.name.label("project"), w.id.label("ws_id"),
-                          w.name.label("ws"))
-                .join(t.projects, p.id == e.project_id).join(t.workspaces, w.id == p.workspace_id)
-                .where(e.id == exp_id)).first()
+            row = store.experiment(conn, exp_id)
         if row is None:
             return None
         config = row.config or {}
@@ -326,34 +310,25 @@ class WebhookService:
 
     def _state_of(self, exp_id: int) -> str:
         with self._reader.connect() as conn:
-            return conn.execute(sa.select(t.experiments.c.state).where(t.experiments.c.id == exp_id)).scalar() or ""
+            return store.experiment_state(conn, exp_id) or ""
 
     def experiment_of_trial(self, trial_id: int) -> int | None:
         with self._reader.connect() as conn:
-            return conn.execute(sa.select(t.trials.c.experiment_id).where(t.trials.c.id == trial_id)).scalar()
+            return store.experiment_of_trial(conn, trial_id)
 
     def _first_time(self, trigger_id: int, subject: str) -> bool:
         """Record that a once-per-subject trigger fired; False when it already had."""
-        f = t.webhook_fired.c
         with self._engine.begin() as conn:
-            if conn.execute(sa.select(f.trigger_id).where(f.trigger_id == trigger_id, f.subject == subject)).first():
-                return False
-            if conn.execute(sa.select(t.webhook_triggers.c.id).where(t.webhook_triggers.c.id == trigger_id)).first() is None:
-                return False  # deleted meanwhile
-            conn.execute(sa.insert(t.webhook_fired).values(trigger_id=trigger_id, subject=subject,
-                                                          fired_at=self._clock.now()))
-        return True
+            return store.fire_once(conn, trigger_id, subject, self._clock.now())
 
     # -- log patterns ---------------------------------------------------------------------------
 
     def _scan_logs(self) -> None:
         """Match the lines stored since the last scan against the TASK_LOG triggers."""
-        l = t.task_logs.c  # noqa: E741
         if self._log_cursor is None:
             return
         with self._reader.connect() as conn:
-            rows = conn.execute(sa.select(l.id, l.task_id, l.trial_id, l.agent_id, l.log)
-                                .where(l.id > self._log_cursor).order_by(l.id).limit(_LOG_BATCH)).all()
+            rows = log_store.lines_after(conn, self._log_cursor, _LOG_BATCH)
         if not rows:
             return
         self._log_cursor = rows[-1].id
@@ -382,9 +357,8 @@ class WebhookService:
             exp_id = self.experiment_of_trial(trial_id)
             exp = self._experiment(exp_id) if exp_id is not None else None
             return None if exp is None else (exp.workspace_id, exp.selection, (exp.id, trial_id), "TRIAL")
-        c = t.commands.c
         with self._reader.connect() as conn:
-            row = conn.execute(sa.select(c.workspace_id, c.task_type).where(c.task_id == task_id)).first()
+            row = store.task_scope(conn, task_id)
         return None if row is None else (row.workspace_id, None, None, row.task_type)
 
     def _send_log(self, hook: Webhook, trig: wp.Trigger, task_id: str, node: str, line: str,

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ...errors import Conflict, InvalidRequest, NotFound
 from ...store import reader
-from ...store import tables as t
+from ...store import workspaces as store
 from ..access.rbac import RbacService
 from ..common.clock import Clock
 from ..experiments import purge as _purge
@@ -28,12 +28,6 @@ from .rows import (
     check_note,
     check_notes,
     key_candidates,
-    page,
-    project_query,
-    project_records,
-    user_filter,
-    workspace_query,
-    workspace_records,
 )
 
 UNCATEGORIZED = 1
@@ -59,33 +53,18 @@ class WorkspaceService:
                         users: list[str] | None = None, user_ids: list[int] | None = None,
                         pinned: bool | None = None, sort: str = "", descending: bool = False,
                         offset: int = 0, limit: int = 0) -> tuple[list[WorkspaceRecord], int]:
-        w = t.workspaces.c
-        q = workspace_query(user_id)
-        if visible is not None:
-            q = q.where(w.id.in_(sorted(visible)))
-        if name:
-            q = q.where(sa.func.lower(w.name) == name.lower())
-        if exact_name:
-            q = q.where(w.name == exact_name)
-        if archived is not None:
-            q = q.where(w.archived.is_(archived))
-        if pinned is not None:
-            pinned_col = t.workspace_pins.c.pinned_at
-            q = q.where(pinned_col.is_not(None) if pinned else pinned_col.is_(None))
-        q = user_filter(q, w.user_id, users, user_ids)
-        col = w[_SORT_WS.get(sort, "id")]
-        order = [col.desc() if descending else col, w.id]
         with self._reader.connect() as conn:
-            rows, total = page(conn, q, order, offset, limit)
-            return workspace_records(conn, rows), total
+            return store.list_workspaces(
+                conn, user_id, ids=visible, name=name, exact_name=exact_name, archived=archived, users=users,
+                user_ids=user_ids, pinned=pinned, sort=_SORT_WS.get(sort, "id"), descending=descending,
+                offset=offset, limit=limit)
 
     def get_workspace(self, ws_id: int, user_id: int) -> WorkspaceRecord:
         with self._reader.connect() as conn:
-            rows = conn.execute(workspace_query(user_id).where(t.workspaces.c.id == ws_id)).all()
-            found = workspace_records(conn, list(rows))
-        if not found:
+            found = store.workspace_record(conn, ws_id, user_id)
+        if found is None:
             raise NotFound(f"workspace {ws_id} not found")
-        return found[0]
+        return found
 
     # -- workspaces: writes -------------------------------------------------------------------
 
@@ -94,9 +73,7 @@ class WorkspaceService:
         name = check_name(name, "workspace")
         with self._engine.begin() as conn:
             self._unique_workspace_name(conn, name)
-            ws_id = conn.execute(sa.insert(t.workspaces).values(
-                name=name, immutable=False, archived=False, user_id=user_id)
-                .returning(t.workspaces.c.id)).scalar_one()
+            ws_id = store.insert_workspace(conn, name, user_id)
             self._rbac.on_workspace_created(conn, ws_id, user_id)
         return ws_id
 
@@ -108,44 +85,33 @@ class WorkspaceService:
                 raise Conflict(f"workspace {ws.name!r} is archived; unarchive it before editing it")
             if name != ws.name:
                 self._unique_workspace_name(conn, name)
-                conn.execute(sa.update(t.workspaces).where(t.workspaces.c.id == ws_id).values(name=name))
+                store.update_workspace(conn, ws_id, name=name)
 
     def set_workspace_archived(self, ws_id: int, archived: bool) -> None:
         with self._engine.begin() as conn:
             self._mutable_workspace(conn, ws_id, "archive" if archived else "unarchive")
-            conn.execute(sa.update(t.workspaces).where(t.workspaces.c.id == ws_id).values(archived=archived))
+            store.update_workspace(conn, ws_id, archived=archived)
 
     def set_pinned(self, ws_id: int, user_id: int, pinned: bool) -> None:
         """Pin or unpin a workspace for one user (idempotent)."""
-        pins = t.workspace_pins
         with self._engine.begin() as conn:
             self._workspace_row(conn, ws_id)
-            conn.execute(sa.delete(pins).where(pins.c.workspace_id == ws_id, pins.c.user_id == user_id))
-            if pinned:
-                conn.execute(sa.insert(pins).values(workspace_id=ws_id, user_id=user_id,
-                                                    pinned_at=self._clock.now()))
+            store.set_pin(conn, ws_id, user_id, self._clock.now() if pinned else None)
 
     def delete_workspace(self, ws_id: int) -> None:
         """Delete the workspace with its projects, experiments (rows and files), models,
         templates, ended tasks and role assignments. Conflict while anything in it runs."""
         with self._engine.begin() as conn:
             self._mutable_workspace(conn, ws_id, "delete")
-            live = conn.execute(sa.select(t.commands.c.task_id).where(
-                t.commands.c.workspace_id == ws_id, t.commands.c.end_time.is_(None)).limit(1)).scalar()
+            live = store.running_task(conn, ws_id)
             if live is not None:
                 raise Conflict(f"task {live} in this workspace is still running; kill it first")
-            project_ids = list(conn.execute(sa.select(t.projects.c.id)
-                                            .where(t.projects.c.workspace_id == ws_id)).scalars())
-            model_ids = list(conn.execute(sa.select(t.models.c.id).where(t.models.c.workspace_id == ws_id)).scalars())
-            for ids in _purge.chunks(model_ids):  # its own models' versions do not block the delete
-                conn.execute(sa.delete(t.model_versions).where(t.model_versions.c.model_id.in_(ids)))
-            conn.execute(sa.delete(t.models).where(t.models.c.workspace_id == ws_id))
+            project_ids = store.projects_of(conn, ws_id)
+            store.delete_models(conn, ws_id)  # its own models' versions do not block the delete
             doomed = self._purge_projects(conn, project_ids)
-            conn.execute(sa.delete(t.templates).where(t.templates.c.workspace_id == ws_id))
-            self._delete_tasks(conn, ws_id)
-            conn.execute(sa.delete(t.role_assignments).where(t.role_assignments.c.workspace_id == ws_id))
-            conn.execute(sa.delete(t.workspace_pins).where(t.workspace_pins.c.workspace_id == ws_id))
-            conn.execute(sa.delete(t.workspaces).where(t.workspaces.c.id == ws_id))
+            store.delete_templates(conn, ws_id)
+            store.delete_tasks(conn, ws_id)  # all ended: ``running_task`` found none
+            store.delete_workspace(conn, ws_id)
         self._deleted(doomed)
 
     # -- projects: reads ----------------------------------------------------------------------
@@ -155,30 +121,18 @@ class WorkspaceService:
                       user_ids: list[int] | None = None, sort: str = "", descending: bool = False,
                       offset: int = 0, limit: int = 0) -> tuple[list[ProjectRecord], int]:
         """Projects of one workspace (0: of every workspace in ``visible``)."""
-        p = t.projects.c
-        q = project_query()
-        if workspace_id:
-            q = q.where(p.workspace_id == workspace_id)
-        if visible is not None:
-            q = q.where(p.workspace_id.in_(sorted(visible)))
-        if name:
-            q = q.where(sa.func.lower(p.name) == name.lower())
-        if archived is not None:
-            q = q.where(p.archived.is_(archived))
-        q = user_filter(q, p.user_id, users, user_ids)
-        field = _SORT_PROJECT.get(sort)
-        col = sa.literal_column("last_started") if field == "last_started" else p[field or "id"]
-        order = [col.desc() if descending else col, p.id]
         with self._reader.connect() as conn:
-            rows, total = page(conn, q, order, offset, limit)
-            return project_records(conn, rows), total
+            return store.list_projects(
+                conn, workspace_id=workspace_id, workspace_ids=visible, name=name, archived=archived, users=users,
+                user_ids=user_ids, sort=_SORT_PROJECT.get(sort) or "id", descending=descending, offset=offset,
+                limit=limit)
 
     def get_project(self, project_id: int) -> ProjectRecord:
         with self._reader.connect() as conn:
-            found = project_records(conn, list(conn.execute(project_query().where(t.projects.c.id == project_id))))
-        if not found:
+            found = store.project_record(conn, project_id)
+        if found is None:
             raise NotFound(f"project {project_id} not found")
-        return found[0]
+        return found
 
     def project_for_create(self, project_id: int | None, config: dict, *,
                            visible: frozenset[int] | None = None) -> int:
@@ -187,22 +141,17 @@ class WorkspaceService:
         workspace) is archived. ``visible``: the workspaces whose projects the caller may see
         (None: all); a project elsewhere is "not found", before anything else is said of it."""
         ws_name, p_name = config.get("workspace"), config.get("project")
-        p = t.projects.c
         with self._reader.connect() as conn:
             if project_id is None and (ws_name or p_name):
                 if not (isinstance(ws_name, str) and ws_name and isinstance(p_name, str) and p_name):
                     raise InvalidRequest("the config names a workspace or a project but not both; set both "
                                          "`workspace:` and `project:` (names), or neither for Uncategorized")
-                q = (sa.select(p.id).join(t.workspaces, t.workspaces.c.id == p.workspace_id)
-                     .where(t.workspaces.c.name == ws_name, p.name == p_name))
-                if visible is not None:
-                    q = q.where(p.workspace_id.in_(sorted(visible)))
-                project_id = conn.execute(q).scalar()
+                project_id = store.project_by_names(conn, ws_name, p_name, workspace_ids=visible)
                 if project_id is None:
                     raise NotFound(f"no project {p_name!r} in workspace {ws_name!r}; create it with "
                                    f"`det project create {ws_name!r} {p_name!r}` or fix the config")
             project_id = UNCATEGORIZED if project_id is None else project_id
-            ws = conn.execute(sa.select(p.workspace_id).where(p.id == project_id)).scalar()
+            ws = store.workspace_of_project(conn, project_id)
             if ws is None or (visible is not None and ws not in visible):
                 raise NotFound(f"project {project_id} not found")
             self._open_project(conn, project_id, "create experiments in")
@@ -220,10 +169,10 @@ class WorkspaceService:
             if ws.archived:
                 raise Conflict(f"workspace {ws.name!r} is archived; unarchive it to add projects")
             self._unique_project_name(conn, ws_id, name)
-            return conn.execute(sa.insert(t.projects).values(
-                workspace_id=ws_id, name=name, description=description or "", immutable=False,
+            return store.insert_project(
+                conn, workspace_id=ws_id, name=name, description=description or "", immutable=False,
                 archived=False, user_id=user_id, notes=[], created_at=self._clock.now(),
-                key=self._free_key(conn, name, key)).returning(t.projects.c.id)).scalar_one()
+                key=self._free_key(conn, name, key))
 
     def patch_project(self, project_id: int, *, name: Any = None, description: Any = None,
                       key: Any = None) -> None:
@@ -243,7 +192,7 @@ class WorkspaceService:
             if key is not None and check_key(key) != row.key:
                 values["key"] = self._free_key(conn, row.name, key)
             if values:
-                conn.execute(sa.update(t.projects).where(t.projects.c.id == project_id).values(**values))
+                store.update_project(conn, project_id, **values)
 
     def set_project_archived(self, project_id: int, archived: bool) -> None:
         with self._engine.begin() as conn:
@@ -251,14 +200,14 @@ class WorkspaceService:
             ws = self._workspace_row(conn, row.workspace_id)
             if not archived and ws.archived:
                 raise Conflict(f"workspace {ws.name!r} is archived; unarchive it first")
-            conn.execute(sa.update(t.projects).where(t.projects.c.id == project_id).values(archived=archived))
+            store.update_project(conn, project_id, archived=archived)
 
     def set_notes(self, project_id: int, notes: Any, *, append: bool) -> list[dict[str, str]]:
         """Replace the notes (or ``append`` one); returns them all."""
         with self._engine.begin() as conn:
             row = self._project_row(conn, project_id)
             new = [*(row.notes or []), check_note(notes)] if append else check_notes(notes)
-            conn.execute(sa.update(t.projects).where(t.projects.c.id == project_id).values(notes=new))
+            store.update_project(conn, project_id, notes=new)
         return new
 
     def move_project(self, project_id: int, dest_ws: int) -> None:
@@ -269,8 +218,7 @@ class WorkspaceService:
                 raise Conflict(f"workspace {ws.name!r} is archived; it takes no projects")
             if dest_ws != row.workspace_id:
                 self._unique_project_name(conn, dest_ws, row.name)
-                conn.execute(sa.update(t.projects).where(t.projects.c.id == project_id)
-                             .values(workspace_id=dest_ws))
+                store.update_project(conn, project_id, workspace_id=dest_ws)
         self._rbac.invalidate()  # its experiments now live elsewhere
 
     def delete_project(self, project_id: int) -> None:
@@ -285,23 +233,11 @@ class WorkspaceService:
     def _purge_projects(self, conn: sa.Connection, project_ids: list[int]) -> list[_purge.Doomed]:
         doomed: list[_purge.Doomed] = []
         for ids in _purge.chunks(project_ids):
-            exp_ids = list(conn.execute(sa.select(t.experiments.c.id)
-                                        .where(t.experiments.c.project_id.in_(ids))).scalars())
+            exp_ids = store.experiments_of(conn, ids)
             _purge.check_deletable(conn, exp_ids)
             doomed += _purge.purge_experiments(conn, exp_ids, self._cluster_id)
-            conn.execute(sa.delete(t.projects).where(t.projects.c.id.in_(ids)))
+            store.delete_projects(conn, ids)
         return doomed
-
-    def _delete_tasks(self, conn: sa.Connection, ws_id: int) -> None:
-        """The workspace's ended notebooks, shells, commands and TensorBoards."""
-        tasks = list(conn.execute(sa.select(t.commands.c.task_id, t.commands.c.job_id)
-                                  .where(t.commands.c.workspace_id == ws_id)).all())
-        for batch in _purge.chunks(tasks):
-            ids = [r.task_id for r in batch]
-            conn.execute(sa.delete(t.task_logs).where(t.task_logs.c.task_id.in_(ids)))
-            conn.execute(sa.delete(t.allocations).where(t.allocations.c.task_id.in_(ids)))
-            conn.execute(sa.delete(t.commands).where(t.commands.c.task_id.in_(ids)))
-            conn.execute(sa.delete(t.jobs).where(t.jobs.c.job_id.in_([r.job_id for r in batch])))
 
     def _deleted(self, doomed: list[_purge.Doomed]) -> None:
         self._rbac.invalidate()
@@ -309,7 +245,7 @@ class WorkspaceService:
         _purge.remove_dirs_soon(doomed)  # the answer does not wait on the disk
 
     def _workspace_row(self, conn: sa.Connection, ws_id: int) -> Any:
-        row = conn.execute(sa.select(t.workspaces).where(t.workspaces.c.id == ws_id)).first()
+        row = store.workspace(conn, ws_id)
         if row is None:
             raise NotFound(f"workspace {ws_id} not found")
         return row
@@ -321,7 +257,7 @@ class WorkspaceService:
         return row
 
     def _project_row(self, conn: sa.Connection, project_id: int) -> Any:
-        row = conn.execute(sa.select(t.projects).where(t.projects.c.id == project_id)).first()
+        row = store.project(conn, project_id)
         if row is None:
             raise NotFound(f"project {project_id} not found")
         return row
@@ -347,17 +283,16 @@ class WorkspaceService:
             self._open_project(conn, project_id, verb)
 
     def _unique_workspace_name(self, conn: sa.Connection, name: str) -> None:
-        if conn.execute(sa.select(t.workspaces.c.id).where(t.workspaces.c.name == name)).first():
+        if store.workspace_named(conn, name):
             raise Conflict(f"a workspace named {name!r} already exists; choose another name")
 
     def _unique_project_name(self, conn: sa.Connection, ws_id: int, name: str) -> None:
-        if conn.execute(sa.select(t.projects.c.id).where(
-                t.projects.c.workspace_id == ws_id, t.projects.c.name == name)).first():
+        if store.project_named(conn, ws_id, name):
             raise Conflict(f"this workspace already has a project named {name!r}; choose another name")
 
     def _free_key(self, conn: sa.Connection, name: str, key: Any) -> str:
         """The user's key (Conflict if taken), or the first free one made from the name."""
-        taken = set(conn.execute(sa.select(t.projects.c.key).where(t.projects.c.key.is_not(None))).scalars())
+        taken = store.project_keys(conn)
         if key is not None:
             key = check_key(key)
             if key in taken:

@@ -47,7 +47,7 @@ def load_trial_class(spec: str, directory: str | None = None) -> type:
 def fit_arguments(config: dict[str, Any], hparams: dict[str, Any]) -> dict[str, Any]:
     """``Trainer.fit()``'s keyword arguments from an experiment config."""
     from ..pytorch import Batch
-    from ..pytorch._units import unit_from_config
+    from ..pytorch.units import unit_from_config
 
     gbs = hparams.get("global_batch_size")
     gbs = gbs if isinstance(gbs, int) and not isinstance(gbs, bool) else None

@@ -24,7 +24,7 @@ from ._data import DataLoader
 from ._init import init, set_random_seeds
 from ._trainer import Trainer
 from ._trial import PyTorchTrial
-from ._units import Batch, Epoch, TrainUnit
+from .units import Batch, Epoch, TrainUnit
 
 __all__ = [
     "Batch",

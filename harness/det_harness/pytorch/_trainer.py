@@ -26,7 +26,7 @@ import torch
 from ._context import LRScheduler, PyTorchTrialContext
 from ._data import TrainingBatches, full_validation_loader, validation_batches
 from ._trial import PyTorchTrial, defines
-from ._units import (
+from .units import (
     Batch,
     TrainUnit,
     at_boundary,

@@ -14,6 +14,7 @@ from typing import Any
 
 from det_agent import Agent, LocalLink, LogLine, Slot
 from det_agent.runtime import Runtime
+from det_agent.wire import StartTask, TaskSpec
 
 WAIT = 10.0  # seconds a scenario may wait for a frame before it fails (never a timing check)
 
@@ -83,7 +84,8 @@ class AckingMaster:
         return link
 
     def start(self, link: int, allocation_id: str) -> None:
-        self.links[link].push(json.dumps({"type": "start_task", "spec": {"allocation_id": allocation_id}}))
+        spec = TaskSpec("t", allocation_id, "COMMAND", "true", {}, (0,), {})
+        self.links[link].push(json.dumps(StartTask(spec).to_wire()))
 
     def of(self, link: int, kind: str) -> list[dict[str, Any]]:
         return [f for f in self.frames[link] if f["type"] == kind] if len(self.frames) > link else []

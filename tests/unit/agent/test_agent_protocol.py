@@ -1,14 +1,12 @@
-"""Frame builders, the master URL → websocket URL rule, and the bounded outbox."""
+"""The master URL → websocket URL rule and the bounded outbox (the frames: test_wire.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from det_agent import LogLine, Slot
 from det_agent import _protocol as proto
 from det_agent._outbox import Outbox
+from det_agent.wire import Logs, TaskExited
 
 
 @pytest.mark.parametrize(
@@ -31,47 +29,6 @@ def test_agent_id_is_escaped() -> None:
 def test_bad_master_urls(master: str) -> None:
     with pytest.raises(ValueError, match="master URL"):
         proto.agents_url(master, "a1")
-
-
-def test_frames() -> None:
-    hello = proto.hello(
-        "a1", "", [Slot(0, "cuda", "H100", "GPU-x")], ["1.a.1"], "0.1.0", "10.0.0.7"
-    )
-    assert hello == {
-        "type": "hello",
-        "agent_id": "a1",
-        "resource_pool": "",
-        "slots": [{"id": 0, "type": "cuda", "name": "H100", "uuid": "GPU-x"}],
-        "running": ["1.a.1"],
-        "version": "0.1.0",
-        "address": "10.0.0.7",
-    }
-    assert proto.task_started("1.a.1", 42) == {
-        "type": "task_started",
-        "allocation_id": "1.a.1",
-        "pid": 42,
-    }
-    line = LogLine(0, "stdout", "hi\n", "2024-01-01T00:00:00+00:00", None)
-    assert proto.logs("1.a.1", [line]) == {
-        "type": "logs",
-        "allocation_id": "1.a.1",
-        "lines": [
-            {
-                "seq": 0,
-                "stdtype": "stdout",
-                "log": "hi\n",
-                "timestamp": "2024-01-01T00:00:00+00:00",
-                "rank_id": None,
-            }
-        ],
-    }
-    exited = proto.task_exited("1.a.1", 137, "killed")
-    assert json.loads(proto.encode(exited)) == {
-        "type": "task_exited",
-        "allocation_id": "1.a.1",
-        "exit_code": 137,
-        "reason": "killed",
-    }
 
 
 def _drain(box: Outbox) -> list[dict]:
@@ -153,13 +110,9 @@ def test_a_dropped_sent_frame_keeps_the_send_position() -> None:
 
 def test_unacknowledged_exits_are_listed() -> None:
     box = Outbox()
-    box.put(proto.task_exited("1.a.1", 0, None))
-    box.put(proto.logs("1.b.1", []))
-    box.put(proto.task_exited("1.b.1", 137, None))
+    box.put(TaskExited("1.a.1", 0, None).to_wire())
+    box.put(Logs("1.b.1", ()).to_wire())
+    box.put(TaskExited("1.b.1", 137, None).to_wire())
     box.sent(box.peek())
     box.ack(1)
     assert box.unacknowledged_exits() == ["1.b.1"]
-
-
-def test_leaving_frame() -> None:
-    assert json.loads(proto.encode(proto.leaving(30.0))) == {"type": "leaving", "timeout_s": 30.0}

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from det_agent import Agent, GpuStatsSampler, LocalLink, Slot, SlotStats, detect_address
+from det_agent import Agent, GpuStatsSampler, LocalLink, Slot, SlotStats, detect_address, wire
 from det_agent import _protocol as proto
 from det_agent.__main__ import parse_args
 from det_agent._address import udp_local_address, validate_address
@@ -146,7 +146,7 @@ async def _stopped(agent: Agent, run: asyncio.Task[None]) -> None:
 
 
 def test_hello_frame_has_the_address_and_keeps_every_other_field() -> None:
-    assert proto.hello("a1", "gpus", [GPU_SLOTS[0]], ["1.a.1"], "0.1.0", "10.0.0.7") == {
+    assert wire.Hello("a1", "gpus", (GPU_SLOTS[0],), ("1.a.1",), "0.1.0", "10.0.0.7").to_wire() == {
         "type": "hello",
         "agent_id": "a1",
         "resource_pool": "gpus",
@@ -276,7 +276,7 @@ def test_the_real_udp_probe_finds_loopback_for_a_loopback_host() -> None:
 
 def test_slot_stats_frame() -> None:
     stats = [SlotStats(0, 40, 1 << 30, 80 << 30), SlotStats(1, 0, 0, 80 << 30)]
-    frame = proto.slot_stats(stats)
+    frame = wire.SlotStatsReport(tuple(stats)).to_wire()
     assert frame == {
         "type": "slot_stats",
         "slots": [

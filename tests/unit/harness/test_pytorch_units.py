@@ -17,7 +17,7 @@ from det_harness.pytorch._data import (  # noqa: E402
     global_batches,
     validation_batches,
 )
-from det_harness.pytorch._units import (  # noqa: E402
+from det_harness.pytorch.units import (  # noqa: E402
     at_boundary,
     length_in_batches,
     searcher_unit,

@@ -3,7 +3,7 @@ nothing else, and the master origin's ``/proxy/…``, which only sends browsers 
 
 Why (reliability P4): a notebook's or TensorBoard's pages are user-authored HTML and script.
 On the master's origin that script would be same-origin with the master's Jupyter API and
-``/det-jupyter/session``; on an origin of its own it is not (see ``services._proxy_origin``).
+``/det-jupyter/session``; on an origin of its own it is not (see ``services.interactive.origins``).
 
 On the master's origin a request for ``/proxy/{id}/<path>?<query>`` that the proxy would let
 through is answered ``307`` to the same path and query (the ``det_ticket`` included) on the

@@ -29,7 +29,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 
-from ...errors import InvalidRequest
+from .errors import InvalidRequest
 
 MAX_NAME = 128  # characters in a name unless its kind says otherwise (a table cell, not a paragraph)
 MAX_LABEL = 255  # characters in one label (Determined keeps labels as free text)

@@ -6,12 +6,14 @@ import hmac
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from tornado import websocket
 
+from det_agent import wire
+
+from ..config.resources import WIRE_FITTING, WIRE_SCHEDULER
 from ..errors import NotFound
-from ..rm.config import WIRE_FITTING, WIRE_SCHEDULER
 from ..services.access.authz import Perm
 from . import _serialize as ser
 from ._api import BOOL, api, obj, string
@@ -21,6 +23,27 @@ log = logging.getLogger("det_jupyter.agents")
 
 PING_INTERVAL_S = 10.0
 PING_TIMEOUT_S = 10.0  # tornado caps the timeout at the interval
+
+
+class _AgentRM(Protocol):
+    """What a session needs of the agent resource manager (``rm.agents.AgentRM``)."""
+
+    def hello(self, agent_id: str, hello: wire.Hello, send: Callable[[wire.MasterFrame], None]) -> str | None: ...
+
+    def handle(self, agent_id: str, frame: wire.AgentFrame) -> None: ...
+
+    def disconnected(self, agent_id: str) -> None: ...
+
+
+class _Master(Protocol):
+    @property
+    def rm(self) -> _AgentRM: ...
+
+    @property
+    def master_id(self) -> str: ...
+
+    @property
+    def cluster_id(self) -> str: ...
 
 
 class AgentSocket(websocket.WebSocketHandler):
@@ -91,7 +114,7 @@ class AgentSession:
     again (later frames of this session are ignored: acks are cumulative)."""
 
     def __init__(
-        self, master: Any, agent_id: str, send_text: Callable[[str], None],
+        self, master: _Master, agent_id: str, send_text: Callable[[str], None],
         close: Callable[[str], None] | None = None,
     ) -> None:
         self.master = master
@@ -100,13 +123,13 @@ class AgentSession:
         self._close = close
         self._hello = False
         self._broken = False
-        send_text(json.dumps({"type": "welcome", "master_id": master.master_id, "cluster_id": master.cluster_id}))
+        send_text(json.dumps(wire.Welcome(master.master_id, master.cluster_id).to_wire()))
 
-    def _send(self, msg: dict) -> None:
+    def _send(self, frame: wire.MasterFrame) -> None:
         try:
-            self._send_text(json.dumps(msg))
+            self._send_text(json.dumps(frame.to_wire()))
         except websocket.WebSocketClosedError:
-            log.warning("agent %s: lost a frame (%s) on a closed socket", self.agent_id, msg.get("type"))
+            log.warning("agent %s: lost a frame (%s) on a closed socket", self.agent_id, frame.TYPE)
 
     def on_message(self, message: str | bytes) -> None:
         try:
@@ -115,27 +138,49 @@ class AgentSession:
             return
         if not isinstance(msg, dict) or self._broken:
             return
-        if msg.get("type") == "hello":
-            refused = self.master.rm.hello(self.agent_id, msg, self._send)
-            if refused:
-                log.error("agent %s refused: %s", self.agent_id, refused)
-                self._send({"type": "refused", "message": refused})
-                if self._close is not None:
-                    self._close(refused)
-                return
-            self._hello = True
+        try:
+            frame = wire.parse_agent_frame(msg)
+        except ValueError as e:
+            self._bad_frame(msg, e)
+            return
+        if isinstance(frame, wire.Hello):
+            self._on_hello(frame)
         elif self._hello:
-            frame_id = msg.get("id")
+            frame_id = frame.id if isinstance(frame, (wire.TaskStarted, wire.Logs, wire.TaskExited)) else None
             try:
-                self.master.rm.handle(self.agent_id, msg)
+                self.master.rm.handle(self.agent_id, frame)
             except Exception:
-                log.exception("agent %s: failed to handle %s", self.agent_id, msg.get("type"))
-                if isinstance(frame_id, int) and self._close is not None:
+                log.exception("agent %s: failed to handle %s", self.agent_id, frame.TYPE)
+                if frame_id is not None and self._close is not None:
                     self._broken = True
                     self._close("a frame could not be handled; send it again")
                     return
-            if isinstance(frame_id, int):
-                self._send({"type": "ack", "id": frame_id})
+            if frame_id is not None:
+                self._send(wire.Ack(frame_id))
+
+    def _on_hello(self, hello: wire.Hello) -> None:
+        refused = self.master.rm.hello(self.agent_id, hello, self._send)
+        if refused:
+            self._refuse(refused)
+            return
+        self._hello = True
+
+    def _refuse(self, why: str) -> None:
+        log.error("agent %s refused: %s", self.agent_id, why)
+        self._send(wire.Refused(why))
+        if self._close is not None:
+            self._close(why)
+
+    def _bad_frame(self, msg: dict[str, Any], error: ValueError) -> None:
+        """A frame that is not the protocol's: a bad hello refuses the agent; another is
+        dropped, and acknowledged where it has an id (sending it again would not help)."""
+        if msg.get("type") == wire.Hello.TYPE:
+            self._refuse(f"a bad hello frame: {error}")
+            return
+        log.warning("agent %s: dropping a frame: %s", self.agent_id, error)
+        frame_id = msg.get("id")
+        if self._hello and isinstance(frame_id, int):
+            self._send(wire.Ack(frame_id))
 
     def on_close(self) -> None:
         if self._hello:

@@ -1,7 +1,7 @@
-"""The SQL of metric charts (``MetricService.series``): which rows a chart reads, at which
+"""The SQL of metric charts (``chart`` in ``_query.py``): which rows a chart reads, at which
 level, and how the database writes each point's JSON.
 
-Pure string building and small helpers; the query runs in ``metrics.py``. See
+Pure string building and small helpers; the query runs in ``_query.py``. See
 docs/internals.md "Metric rows and charts" for the levels and the chart index.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ...store import tables as t
+from .. import _tables as t
 
 
 def downsampled_sql(

@@ -38,10 +38,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ...store import placeholder
-from ...store import tables as t
+from .. import _tables as t
+from .._engine import placeholder
 from . import _charts as charts
 from . import _columns as columns
+from ._records import Report
 
 # Reports per block: a history of 1,000 reports is 16 rows of each part; an append rewrites at
 # most about 2 kB of a metric's part and 4 kB of the shared one.
@@ -87,14 +88,14 @@ _MEMBERS_SAMPLED = (f"SELECT trial_id, block, n, sampled, CASE WHEN n < {BLOCK} 
 _FIRST_LINE = {"sqlite": "substr({0}, 1, instr({0}, char(10)))", "postgresql": "substr({0}, 1, strpos({0}, chr(10)))"}
 
 
-def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: list[Any],
+def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: list[Report],
            ordinals: list[int], stamps: list[str], bodies: list[str],
            names: tuple[str, ...] | None = None) -> None:
     """Add new reports to their blocks, in ``conn`` (ingestion's transaction). ``summary`` is
     the trial's summary before these reports: each metric's ``lastStep`` gives how far its
     group has gone. A group whose steps do not move forward loses its blocks. ``bodies``: the
     reports' stored JSON, whose members are the points' ``values``. ``names``: the metric names
-    of the reports where the caller found them ``_metric_columns.uniform`` (else each block is
+    of the reports where the caller found them ``_columns.uniform`` (else each block is
     looked at on its own: a batch of training and validation reports has uniform blocks)."""
     last: dict[str, int] = {}
     disordered: set[str] = set()
@@ -131,7 +132,7 @@ def append(conn: sa.Connection, trial_id: int, summary: dict | None, reports: li
         conn.exec_driver_sql(_UPSERT_MEMBERS.format(mark), member_rows)
 
 
-def _members(reports: list[Any], bodies: list[str], sampled: list[int],
+def _members(reports: list[Report], bodies: list[str], sampled: list[int],
              names: tuple[str, ...] | None = None) -> list[tuple[str, int, str, str]]:
     """Each metric's members among one block's new ``reports`` (their stored ``bodies``;
     ``sampled``: the positions of those sampled; ``names``: as ``append``'s): ``(name, number,
@@ -139,14 +140,14 @@ def _members(reports: list[Any], bodies: list[str], sampled: list[int],
 
     The body's members are `"name":value` as a point spells them (one encoder): taken from it,
     a value is not formatted twice. Where every report holds the same finite numbers, by
-    columns (``_metric_columns``); else value by value, and where a comma inside a name or a
+    columns (``_columns``); else value by value, and where a comma inside a name or a
     value splits a body into more pieces than names, each value is formatted here instead."""
     pieces = [body[1:-1].split(",") for body in bodies]
     by_columns = _members_by_columns(reports, pieces, sampled, names)
     return by_columns if by_columns is not None else _members_by_value(reports, pieces, sampled)
 
 
-def _members_by_columns(reports: list[Any], pieces: list[list[str]], sampled: list[int],
+def _members_by_columns(reports: list[Report], pieces: list[list[str]], sampled: list[int],
                         names: tuple[str, ...] | None = None) -> list[tuple[str, int, str, str]] | None:
     """``_members`` where every report holds the same finite numbers (``names``, where known),
     each its body's piece; None elsewhere."""
@@ -164,7 +165,7 @@ def _members_by_columns(reports: list[Any], pieces: list[list[str]], sampled: li
     return out
 
 
-def _members_by_value(reports: list[Any], pieces: list[list[str]], sampled: list[int]) -> list[tuple[str, int, str, str]]:
+def _members_by_value(reports: list[Report], pieces: list[list[str]], sampled: list[int]) -> list[tuple[str, int, str, str]]:
     """``_members`` value by value: any reports."""
     texts: dict[str, tuple[list[str], list[str]]] = {}  # name: (members, those sampled)
     picked = set(sampled)
@@ -211,7 +212,7 @@ def read(conn: sa.Connection, trial_ids: list[int], group: str, name: str, max_p
          known: Any = None) -> dict[int, str]:
     """The JSON array text of ``name``'s points, oldest step first, of each of the trials whose
     stored series is complete: every point where the trial has at most ``max_points`` (0: any
-    number), else its chart at the level ``_metric_charts.level`` picks, where that is 3 or more
+    number), else its chart at the level ``_charts.level`` picks, where that is 3 or more
     (the sampled lines), as the rows would give them. ``known``: the trials' rows of ``id,
     summary, report_counts`` where the caller has just read them (else they are read here).
 

@@ -3,7 +3,7 @@ stored series) for a batch where every report holds the same metrics, each a fin
 what a training loop sends. The per-value path walks every value in Python; this one takes
 each metric's values as a column and lets ``min``, ``max``, ``sum`` and ``str.join`` walk them.
 
-Pure functions over plain values; ``metrics.update_summary`` and ``_metric_series.append``
+Pure functions over plain values; ``_summary.update_summary`` and ``_series.append``
 fall back to their per-value paths where ``uniform`` says no.
 """
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._errors import InvalidInput
-from ._session import Session
 from ._tasks import Notebook, task_link
+from .session import Session
 
 
 class Tensorboard(Notebook):

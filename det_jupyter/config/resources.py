@@ -1,4 +1,4 @@
-"""The cluster's resource configuration: ``resource_manager`` and ``resource_pools``.
+"""The cluster's resource configuration: ``resource_manager`` and ``resource_pools`` of master.yaml.
 
 The same keys as Determined's master.yaml (contract §4.4), parsed into frozen records:
 
@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import scheduler
-from ..config import load_yaml
-from ..errors import DetError
+from det_jupyter import scheduler
+from det_jupyter.errors import DetError
+
+from ._yaml import load_yaml
 
 DEFAULT_PRIORITY = 42
 SCHEDULER_TYPES = tuple(scheduler.POLICIES)

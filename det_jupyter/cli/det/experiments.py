@@ -10,9 +10,9 @@ from typing import Any
 from det_jupyter.client import Determined, Experiment, Trial
 
 from . import _workspaces
-from ._common import CommandError, connect, percent, print_json, short_time
 from ._progress import StatusLine, bar
 from ._table import format_pairs, format_table
+from .common import CommandError, connect, percent, print_json, short_time
 
 EXP_HEADERS = ["ID", "Owner", "Name", "State", "Progress", "Trials", "Start Time", "End Time"]
 _WARNINGS = {"LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED":

@@ -11,8 +11,8 @@ from typing import Any
 
 from det_jupyter.client import Determined, NotLoggedIn
 
-from ._common import CommandError, connect, print_json, short_time
 from ._table import cell, format_pairs, format_table
+from .common import CommandError, connect, print_json, short_time
 
 
 def _read_password(user: str) -> str:
