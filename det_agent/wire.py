@@ -306,13 +306,15 @@ class Hello:
     @classmethod
     def from_wire(cls, raw: Any) -> Hello:
         d = check.frame_of(raw, cls.TYPE)
+        # Only the agent's id is required: an agent that names no pool joins the default one,
+        # one that gives no address is reached at 127.0.0.1 (as before the frames were typed).
         return cls(
             agent_id=check.string(d, "agent_id", cls.TYPE),
-            resource_pool=check.string(d, "resource_pool", cls.TYPE),
-            slots=tuple(Slot.from_wire(s) for s in check.array(d, "slots", cls.TYPE)),
-            running=check.strings(d, "running", cls.TYPE),
-            version=check.string(d, "version", cls.TYPE),
-            address=check.string(d, "address", cls.TYPE),
+            resource_pool=check.string(d, "resource_pool", cls.TYPE, default=""),
+            slots=tuple(Slot.from_wire(s) for s in check.array(d, "slots", cls.TYPE, default=[])),
+            running=check.strings(d, "running", cls.TYPE, default=[]),
+            version=check.string(d, "version", cls.TYPE, default=""),
+            address=check.string(d, "address", cls.TYPE, default="") or "127.0.0.1",
         )
 
 

@@ -332,6 +332,11 @@ class DetJupyterApp(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self.master.set_url(self._own_url())
+        # det master logs: the extension's and the server's log lines, and the services' own
+        # (det_jupyter.*, at INFO: without a handler of their own they print nothing more).
+        if logging.getLogger("det_jupyter").level == logging.NOTSET:
+            logging.getLogger("det_jupyter").setLevel(logging.INFO)
+        self.master.master_logs.attach(self.log.name, serverapp.log.name)
         self.master.start()
         settings = self.serverapp.web_app.settings
         settings["log_function"] = without_unseen_successes(settings.get("log_function"))

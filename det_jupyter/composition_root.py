@@ -24,6 +24,8 @@ from .services.allocation.logs import LogService
 from .services.allocation.service import AllocationOwner, AllocationService
 from .services.checkpoints.gc import CheckpointGC
 from .services.checkpoints.service import CheckpointService
+from .services.cluster.master_logs import MasterLogs
+from .services.cluster.messages import ClusterMessages
 from .services.common.clock import Clock
 from .services.common.identity import MasterIdentity
 from .services.common.late import Late
@@ -98,6 +100,10 @@ class Master:
         # A job's settings or a workspace changed: pending requests carry their job's settings,
         # trials' configs mirror them, and the scheduler looks again.
         self.jobs_changed = Signal("jobs changed")
+
+        # -- the master about itself ---------------------------------------------------------
+        self.cluster_messages = ClusterMessages(engine, clock)
+        self.master_logs = MasterLogs()  # attached to the det_jupyter loggers by start()
 
         # -- accounts and access --------------------------------------------------------------
         self.rbac = RbacService(engine, settings.default_user_role)
@@ -189,6 +195,7 @@ class Master:
 
     def start(self) -> None:
         """Recover from the last run. Call from the event loop, before serving."""
+        self.master_logs.attach("det_jupyter")
         for alloc in self.allocations.recover():
             self.owners.ended_by_restart(alloc)
         self.trials.recover()
@@ -207,6 +214,7 @@ class Master:
         try:
             self.searcher_batch.flush()  # validations queued for a loop turn that will not come
         finally:
+            self.master_logs.detach()
             self.checkpoint_gc.stop()
             self.webhooks.stop()
             self.experiments.unmanaged.stop()

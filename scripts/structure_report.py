@@ -17,6 +17,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+CLIENT_SIDE = {"det_jupyter.client", "det_jupyter.widgets", "det_jupyter.magics", "det_jupyter.cli"}
 SQL_BUILDER = re.compile(r"\bsa\.(select|insert|update|delete|text)\(")
 
 
@@ -70,10 +71,13 @@ def imports(name: str, path: Path, mods: dict[str, Path], *, top_level_only: boo
     return {m for m in found if m in mods}
 
 
+_SERVICE_DOMAINS: set[str] = set()  # det_jupyter.services.<domain> packages of the tree read
+
+
 def area(name: str) -> str:
     """The package a module belongs to for these counts (services' domains count apart)."""
     parts = name.split(".")
-    if len(parts) >= 3 and parts[1] == "services" and (len(parts) > 3 or parts[2] in {"common"}):
+    if len(parts) >= 3 and ".".join(parts[:3]) in _SERVICE_DOMAINS:
         return ".".join(parts[:3])
     return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
 
@@ -118,6 +122,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def report(root: Path) -> dict:
     mods = modules(root)
+    _SERVICE_DOMAINS.clear()
+    _SERVICE_DOMAINS.update(n for n in mods if n.count(".") == 2 and n.startswith("det_jupyter.services.")
+                            and _is_package(n, mods))
     per_pkg: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     any_count: dict[str, int] = {}
     sql_outside_store = Counter()
@@ -149,6 +156,9 @@ def report(root: Path) -> dict:
                                    if k.startswith("det_jupyter.rm") and "services" in k.split(" -> ")[1]),
         "server_ext_imports_store": sum(v for k, v in crossing.items()
                                         if k.startswith("det_jupyter.server_ext") and k.endswith("det_jupyter.store")),
+        "client_side_imports_services": sum(
+            v for k, v in crossing.items()
+            if k.split(" -> ")[0] in CLIENT_SIDE and k.split(" -> ")[1].startswith("det_jupyter.services")),
         "sql_builders_outside_store": dict(sql_outside_store.most_common()),
         "sql_builders_outside_store_total": sum(sql_outside_store.values()),
         "any_total": sum(any_count.values()),
@@ -170,7 +180,8 @@ def main(argv: list[str]) -> int:
     print(f"services/ top-level modules: {len(rep['services_top_level_modules'])}")
     print(f"largest modules: {rep['largest_modules']}")
     print(f"import edges across packages: {rep['import_edges_across_packages']}")
-    print(f"rm -> services imports: {rep['rm_imports_services']}; server_ext -> store: {rep['server_ext_imports_store']}")
+    print(f"rm -> services imports: {rep['rm_imports_services']}; server_ext -> store: "
+          f"{rep['server_ext_imports_store']}; client side -> services: {rep['client_side_imports_services']}")
     print(f"SQL statement builders outside store/: {rep['sql_builders_outside_store_total']} "
           f"{rep['sql_builders_outside_store']}")
     print(f"'Any' occurrences: {rep['any_total']}")

@@ -8,6 +8,7 @@ from ..services.access.authz import Perm
 from . import _serialize as ser
 from ._api import BOOL, api, obj, string
 from ._base import DetHandler
+from ._master import cluster_message_json
 
 PROTOCOL_VERSION = "0.38.1"
 
@@ -28,6 +29,7 @@ def master_info(handler: DetHandler) -> dict:
         "product": "PRODUCT_UNSPECIFIED",
         "featureSwitches": [],
         "ssoProviders": [],
+        **({"clusterMessage": cluster_message_json(msg)} if (msg := m.cluster_messages.active()) else {}),
     }
 
 

@@ -14,6 +14,7 @@ from . import (
     _groups,
     _jobs,
     _lab,
+    _master,
     _models,
     _notebooks,
     _openapi,
@@ -46,6 +47,9 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/agents", cluster.AgentSocket),
     (r"/task-logs", _unmanaged.ShippedLogsHandler),  # core_v2's log shipper (0.38.1's path)
     (r"/api/v1/master", _auth.MasterHandler),
+    (r"/api/v1/master/config", _master.MasterConfigHandler),
+    (r"/api/v1/master/logs", _master.MasterLogsHandler),
+    (r"/api/v1/master/cluster_message", _master.ClusterMessageHandler),
     (r"/api/v1/auth/login", _auth.LoginHandler),
     (r"/api/v1/auth/logout", _auth.LogoutHandler),
     (r"/api/v1/me", _auth.MeHandler),

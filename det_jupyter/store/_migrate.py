@@ -240,6 +240,11 @@ def _v12_unmanaged(conn: sa.Connection) -> None:
 #: must not touch the rows that refer to it); they check the references themselves.
 FOREIGN_KEYS_OFF = {10}
 
+def _v13_cluster_messages(conn: sa.Connection) -> None:
+    """cluster_messages (``det master cluster-message``)."""
+    t.cluster_messages.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -253,6 +258,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (10, _v10_ids_never_reused),
     (11, _v11_webhooks),
     (12, _v12_unmanaged),
+    (13, _v13_cluster_messages),
 ]
 
 

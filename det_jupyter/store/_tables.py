@@ -28,6 +28,19 @@ cluster = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
+# The cluster-wide message users see (``det master cluster-message``): the newest row counts;
+# setting one ends the others.
+cluster_messages = sa.Table(
+    "cluster_messages",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("start_time", sa.Float, nullable=False),
+    sa.Column("end_time", sa.Float),  # None: until cleared or replaced
+    sa.Column("created_by", sa.Integer, nullable=False),
+    sa.Column("created_time", sa.Float, nullable=False),
+)
+
 users = sa.Table(
     "users",
     metadata,

@@ -68,7 +68,7 @@ def test_a_bad_frame_is_dropped_and_acknowledged_and_a_bad_hello_refused() -> No
     refused: list[dict] = []
     AgentSession(types.SimpleNamespace(rm=rm, master_id="m", cluster_id="c"), "a2",
                  lambda text: refused.append(json.loads(text)), close=closed.append
-                 ).on_message(json.dumps({"type": "hello", "agent_id": "a2"}))
+                 ).on_message(json.dumps({"type": "hello", "agent_id": "a2", "slots": "two"}))
     assert refused[0] == {"type": "welcome", "master_id": "m", "cluster_id": "c"}
-    assert refused[1]["type"] == "refused" and "resource_pool is missing" in refused[1]["message"]
+    assert refused[1]["type"] == "refused" and "slots must be a list" in refused[1]["message"]
     assert len(closed) == 1

@@ -96,7 +96,8 @@ def test_the_task_spec_leaves_out_what_is_unset() -> None:
 @pytest.mark.parametrize(("raw", "message"), [
     ([], "JSON object"),
     ({"type": "bogus"}, "unknown frame type 'bogus'"),
-    ({"type": "hello", "agent_id": "a"}, "hello: resource_pool is missing"),
+    ({"type": "hello", "resource_pool": ""}, "hello: agent_id is missing"),
+    ({"type": "hello", "agent_id": "a", "slots": {}}, "hello: slots must be a list"),
     ({"type": "hello", "agent_id": "a", "resource_pool": "", "slots": [{"id": "0", "type": "cpu", "name": "c"}],
       "running": [], "version": "", "address": ""}, "slot: id must be an integer"),
     ({"type": "hello", "agent_id": "a", "resource_pool": "", "slots": [], "running": [1], "version": "",
@@ -153,3 +154,12 @@ def test_the_trial_spec_builder_returns_the_typed_spec_the_old_dict_was() -> Non
     assert list(out) == ["task_id", "allocation_id", "task_type", "entrypoint", "env", "slot_ids",
                          "context_url", "info_files", "mounts", "context_digest"]
     assert out["env"]["DET_TRIAL_ID"] == "3" and out["env"]["DET_CONTAINER_RANK"] == "1"
+
+
+def test_a_hello_names_only_its_agent_the_rest_has_defaults() -> None:
+    """An agent that names no pool, slots, runs, version or address (a minimal one, such as
+    bench/_bm4_agents.py's) is read as before the frames were typed: default pool, reached at
+    127.0.0.1."""
+    hello = wire.Hello.from_wire({"type": "hello", "agent_id": "a"})
+    assert (hello.resource_pool, hello.slots, hello.running, hello.version, hello.address) == (
+        "", (), (), "", "127.0.0.1")

@@ -53,6 +53,9 @@ class Perm(enum.Enum):
     UPDATE_AGENTS = "UPDATE_AGENTS"
     CONTROL_JOB_QUEUE = "CONTROL_STRICT_JOB_QUEUE"
     ASSIGN_CLUSTER_ROLES = "UPDATE_ROLES"
+    VIEW_MASTER_LOGS = "VIEW_MASTER_LOGS"
+    VIEW_MASTER_CONFIG = "VIEW_MASTER_CONFIG"
+    EDIT_MASTER_CONFIG = "UPDATE_MASTER_CONFIG"  # and the cluster-wide message, as in 0.38.1
     # Held by every authenticated, active user (their own session, tokens and password; the
     # cluster's shape). Declared so that every route names a permission.
     AUTHENTICATED = "AUTHENTICATED"
@@ -60,7 +63,8 @@ class Perm(enum.Enum):
 
 CLUSTER_ONLY = frozenset({
     Perm.CREATE_WORKSPACE, Perm.ADMINISTRATE_USER, Perm.ADMINISTRATE_TOKENS, Perm.UPDATE_AGENTS,
-    Perm.CONTROL_JOB_QUEUE, Perm.ASSIGN_CLUSTER_ROLES,
+    Perm.CONTROL_JOB_QUEUE, Perm.ASSIGN_CLUSTER_ROLES, Perm.VIEW_MASTER_LOGS, Perm.VIEW_MASTER_CONFIG,
+    Perm.EDIT_MASTER_CONFIG,
 })
 
 # What seeing an object needs: a caller without it gets 404 (existence hidden).
