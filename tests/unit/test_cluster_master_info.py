@@ -94,3 +94,22 @@ def test_paths_under_the_data_dir_are_shown_relative_to_it() -> None:
 def test_a_url_without_a_password_is_shown_as_is() -> None:
     assert redact_url("sqlite:////srv/det/det.db") == "sqlite:////srv/det/det.db"
     assert redact_url("postgresql://det@db/det") == "postgresql://det@db/det"
+
+
+def test_keeping_the_log_does_not_silence_warnings_that_went_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    """A logger with no handler printed its warnings through logging.lastResort; once the
+    master log keeps its records it still prints them (tests read them in master.log)."""
+    name = "det_jupyter_test_isolated_logger"
+    logger = logging.getLogger(name)
+    logger.propagate = False  # no handler up the hierarchy: what the det_jupyter logger is in a master
+    logs = MasterLogs()
+    logs.attach(name)
+    try:
+        logger.warning("webhook 4: its receiver answered HTTP 500")
+        logger.info("kept, not printed")
+    finally:
+        logs.detach()
+    err = capsys.readouterr().err
+    assert "webhook 4: its receiver answered HTTP 500" in err and "kept, not printed" not in err
+    assert [e.message for e in logs.entries()] == ["webhook 4: its receiver answered HTTP 500"]
+    assert not logger.handlers

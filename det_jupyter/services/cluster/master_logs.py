@@ -5,6 +5,7 @@ order, as 0.38.1 keeps its master's log in a ring."""
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -29,13 +30,30 @@ def effective_window(offset: int, limit: int, total: int) -> tuple[int, int]:
     return start, (limit if limit > 0 else -1)
 
 
+class _Stderr(logging.StreamHandler):
+    """What ``logging.lastResort`` does (WARNING and up, the message only, to the current
+    stderr), for a logger that had no handler before ours: adding one would silence it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setLevel(logging.WARNING)
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
 class MasterLogs(logging.Handler):
     def __init__(self, capacity: int = 10_000, level: int = logging.INFO) -> None:
         super().__init__(level)
         self._lines: deque[MasterLogEntry] = deque(maxlen=capacity)
         self._next = 1
         self._guard = threading.Lock()  # records come from any thread
-        self._loggers: list[logging.Logger] = []
+        self._added: list[tuple[logging.Logger, logging.Handler]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -48,16 +66,22 @@ class MasterLogs(logging.Handler):
             self._next += 1
 
     def attach(self, *names: str) -> None:
-        """Keep the records of these loggers (and their children) from now on."""
+        """Keep the records of these loggers (and their children) from now on. A logger that
+        had no handler anywhere up its hierarchy printed its warnings through Python's last
+        resort; it keeps printing them (``_Stderr``)."""
         for name in names:
             logger = logging.getLogger(name)
+            if not logger.hasHandlers():
+                keep = _Stderr()
+                logger.addHandler(keep)
+                self._added.append((logger, keep))
             logger.addHandler(self)
-            self._loggers.append(logger)
+            self._added.append((logger, self))
 
     def detach(self) -> None:
-        for logger in self._loggers:
-            logger.removeHandler(self)
-        self._loggers.clear()
+        for logger, handler in self._added:
+            logger.removeHandler(handler)
+        self._added.clear()
 
     def __len__(self) -> int:
         return len(self._lines)
