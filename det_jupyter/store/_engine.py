@@ -144,13 +144,14 @@ def reader(engine: sa.Engine) -> sa.Engine:
     return engine.execution_options(**{_READ_ONLY: True})
 
 
-def _finite(value: Any) -> Any:
+def finite_json_values(value: Any) -> Any:
+    """``value`` with each non-finite float as the text JSON columns keep (NaN, ±Infinity)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite_json_values(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite_json_values(v) for v in value]
     return value
 
 
@@ -162,4 +163,4 @@ def store_json(value: Any) -> str:
     try:
         return json.dumps(value, allow_nan=False)
     except ValueError:
-        return json.dumps(_finite(value), allow_nan=False)
+        return json.dumps(finite_json_values(value), allow_nan=False)

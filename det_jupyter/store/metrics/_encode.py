@@ -4,11 +4,10 @@ API writes it, its chart level. Pure functions over plain values."""
 from __future__ import annotations
 
 import json
-import math
 import time
-from typing import Any
 
 from .. import _tables as t
+from .._engine import finite_json_values
 
 
 def lod(ordinal: int) -> int:
@@ -28,17 +27,7 @@ def body(metrics: dict) -> str:
     try:
         return _STRICT_JSON.encode(metrics)
     except ValueError:
-        return _COMPACT_JSON.encode(_finite(metrics))
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+        return _COMPACT_JSON.encode(finite_json_values(metrics))
 
 
 _SECONDS: dict[int, str] = {}  # whole seconds as text: a trial's reports share most of them
