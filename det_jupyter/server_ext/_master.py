@@ -5,22 +5,20 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from ..errors import InvalidRequest
 from ..services.access.authz import Perm
 from ..services.allocation.logs import parse_time
 from ..services.cluster.master_config import shown_config
-from ..services.cluster.master_logs import LEVELS, MasterLogEntry
+from ..services.cluster.master_logs import MasterLogEntry
 from ..services.cluster.messages import MAX_LENGTH, ClusterMessage
 from . import _serialize as ser
-from ._api import BOOL, MAX_ID, Q, api, array, enum, obj, string
+from ._api import MAX_ID, Q, api, obj, string
 from ._base import DetHandler
 
 #: How long a follower waits between looks at the log (seconds).
 FOLLOW_POLL_S = 0.5
-_LEVEL_BY_NAME = {name: level for level, name in LEVELS.items()}
 
 
 def cluster_message_json(msg: ClusterMessage) -> dict[str, Any]:
@@ -46,25 +44,14 @@ def _time(body: dict[str, Any], key: str) -> float | None:
 
 
 class MasterConfigHandler(DetHandler):
-    """``GET`` the master's settings without secrets; ``PATCH`` its log level (0.38.1: log.level
-    and log.color, for this process only)."""
+    """``GET`` the master's settings without secrets. (0.38.1's ``PATCH``, a runtime log level,
+    is not served: the log level is a start-up setting here.)"""
 
-    permissions = {"GET": Perm.VIEW_MASTER_CONFIG, "PATCH": Perm.EDIT_MASTER_CONFIG}
+    permissions = {"GET": Perm.VIEW_MASTER_CONFIG}
 
     @api()
     def get(self) -> None:
         self.send({"config": shown_config(self.master.settings)})
-
-    @api(body=obj(config=obj(log=obj(level=enum(*LEVELS.values(), "LOG_LEVEL_UNSPECIFIED",
-                                                 "LOG_LEVEL_TRACE"), color=BOOL)),
-                  fieldMask=obj(paths=array(string(max_length=64), max_items=8))))
-    def patch(self) -> None:
-        body = self.body_json()
-        paths = (body.get("fieldMask") or {}).get("paths") or []
-        level = ((body.get("config") or {}).get("log") or {}).get("level")
-        if "log.level" in paths and level not in (None, "LOG_LEVEL_UNSPECIFIED"):
-            logging.getLogger("det_jupyter").setLevel(_LEVEL_BY_NAME.get(level, logging.DEBUG))
-        self.send({})
 
 
 class MasterLogsHandler(DetHandler):

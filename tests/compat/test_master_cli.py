@@ -84,3 +84,4 @@ def test_a_non_admin_is_refused_the_masters_config_logs_and_message(master: Mast
             bob.request(method, path, body)
         assert err.value.status == 403, (method, path, err.value.body)
     assert admin.get("/api/v1/master/cluster_message") == {}
+

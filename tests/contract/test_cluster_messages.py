@@ -67,3 +67,17 @@ def test_a_bad_message_is_refused_and_the_current_one_stays(
         msgs.set(admin, args.pop("message"), **args)
     active = msgs.active()
     assert active is not None and active.message == "kept"
+
+
+def test_a_new_master_process_reads_the_message_its_predecessor_set(engine: sa.Engine, clock: FakeClock) -> None:
+    """The message is kept in memory after the first read; a restarted master (a new service
+    on the same database) still finds it, and finds a cleared one gone."""
+    admin = make_user(engine, "root", admin=True)
+    ClusterMessages(engine, clock).set(admin, "kept across restarts", start_time=None, end_time=None,
+                                       duration=None)
+    clock.advance(1)
+    after_restart = ClusterMessages(engine, clock).active()
+    assert after_restart is not None and after_restart.message == "kept across restarts"
+    ClusterMessages(engine, clock).clear()
+    clock.advance(1)
+    assert ClusterMessages(engine, clock).current() is None

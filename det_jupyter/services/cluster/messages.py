@@ -49,18 +49,29 @@ def parse_duration(text: str) -> float:
 
 
 class ClusterMessages:
+    """The master process is the only writer of the messages, so the newest one is read from
+    the database once and kept: ``GET /api/v1/master`` (public, asked before every CLI
+    command) costs no query."""
+
     def __init__(self, engine: sa.Engine, clock: Clock) -> None:
         self._engine = engine
         self._reader = reader(engine)
         self._clock = clock
+        self._newest: ClusterMessage | None = None
+        self._loaded = False
 
     def current(self) -> ClusterMessage | None:
         """The newest message unless it has ended (it may not have started yet)."""
-        with self._reader.connect() as conn:
-            row = rows.newest(conn)
-        if row is None or (row.end_time is not None and row.end_time <= self._clock.now()):
+        if not self._loaded:
+            with self._reader.connect() as conn:
+                row = rows.newest(conn)
+            if row is not None:
+                self._newest = ClusterMessage(row.message, row.start_time, row.end_time, row.created_time)
+            self._loaded = True
+        msg = self._newest
+        if msg is None or (msg.end_time is not None and msg.end_time <= self._clock.now()):
             return None
-        return ClusterMessage(row.message, row.start_time, row.end_time, row.created_time)
+        return msg
 
     def active(self) -> ClusterMessage | None:
         """The message users are shown now, if any."""
@@ -87,7 +98,10 @@ class ClusterMessages:
             rows.end_current(conn, now)
             rows.insert(conn, message=message, start_time=start, end_time=end_time, created_by=user_id,
                         created_time=now)
+        self._newest, self._loaded = ClusterMessage(message, start, end_time, now), True
 
     def clear(self) -> None:
+        now = self._clock.now()
         with self._engine.begin() as conn:
-            rows.end_current(conn, self._clock.now())
+            rows.end_current(conn, now)
+        self._newest, self._loaded = None, True  # every message has ended by now
