@@ -8,8 +8,10 @@ is a subpackage whose ``__init__`` names its public modules (``_x`` modules are 
 ==============  ==========================================================================
 domain          owns
 ==============  ==========================================================================
-``common``      what every domain shares: clock, states and transitions, names, sealed
-                secrets, the master's identity, ``Late`` (closes construction cycles)
+``common``      what every domain shares: clock, states and transitions, sealed secrets,
+                the master's identity, ``Late`` (closes construction cycles), ``Signal``
+``cluster``     the master about itself: the cluster-wide message, its own log, its
+                configuration as admins see it
 ``accounts``    users, passwords, session/user/access tokens, groups
 ``access``      roles, permissions and role assignments (who may do what, where)
 ``workspaces``  workspaces and projects
@@ -35,6 +37,7 @@ __all__ = [
     "accounts",
     "allocation",
     "checkpoints",
+    "cluster",
     "common",
     "experiments",
     "interactive",
