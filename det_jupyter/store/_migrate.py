@@ -245,6 +245,11 @@ def _v13_cluster_messages(conn: sa.Connection) -> None:
     t.cluster_messages.create(conn, checkfirst=True)
 
 
+def _v14_trial_source_infos(conn: sa.Connection) -> None:
+    """trial_source_infos (``Checkpoint.get_metrics``, ``ModelVersion.get_metrics``)."""
+    t.trial_source_infos.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -259,6 +264,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (11, _v11_webhooks),
     (12, _v12_unmanaged),
     (13, _v13_cluster_messages),
+    (14, _v14_trial_source_infos),
 ]
 
 

@@ -502,3 +502,19 @@ webhook_fired = sa.Table(
 )
 
 WEBHOOK_TABLES = (webhooks, webhook_triggers, webhook_fired)
+
+# Migration 14: 0.38.1's trial_source_infos: a trial (an inference or fine-tuning task) that
+# used a checkpoint, or a model version's checkpoint (``core_context.experimental.
+# report_task_using_checkpoint``); its metrics are the checkpoint's and the version's
+# ``get_metrics()``. No foreign keys: a purged trial's row is skipped on read.
+trial_source_infos = sa.Table(
+    "trial_source_infos",
+    metadata,
+    sa.Column("trial_id", sa.Integer, primary_key=True),
+    sa.Column("checkpoint_uuid", sa.String(64), primary_key=True),
+    sa.Column("trial_source_info_type", sa.String(64), nullable=False),
+    sa.Column("model_id", sa.Integer),
+    sa.Column("model_version", sa.Integer),
+    sa.Index("ix_trial_source_infos_checkpoint", "checkpoint_uuid"),
+    sa.Index("ix_trial_source_infos_model_version", "model_id", "model_version"),
+)

@@ -241,3 +241,31 @@ def version_uses(conn: sa.Connection, uuids: Iterable[str]) -> list[sa.Row]:
                              .join(t.models, m.id == mv.model_id)
                              .where(mv.checkpoint_uuid.in_(sorted(uuids)))
                              .order_by(mv.checkpoint_uuid, m.name, mv.version)))
+
+
+# -- trial source infos (0.38.1's trial_source_infos) ------------------------------------
+
+
+def put_source_info(conn: sa.Connection, *, trial_id: int, checkpoint_uuid: str, kind: str,
+                    model_id: int | None, model_version: int | None) -> None:
+    """Record that ``trial_id`` used the checkpoint (a model version's, when named); a second
+    report for the same pair replaces the first (0.38.1: ON CONFLICT DO UPDATE)."""
+    tsi = t.trial_source_infos
+    key = (tsi.c.trial_id == trial_id) & (tsi.c.checkpoint_uuid == checkpoint_uuid)
+    values = {"trial_source_info_type": kind, "model_id": model_id, "model_version": model_version}
+    if conn.execute(sa.update(tsi).where(key).values(**values)).rowcount == 0:
+        conn.execute(sa.insert(tsi).values(trial_id=trial_id, checkpoint_uuid=checkpoint_uuid, **values))
+
+
+def source_trials(conn: sa.Connection, *, checkpoint_uuid: str | None = None, model_id: int | None = None,
+                  model_version: int | None = None, kind: str | None = None) -> list[int]:
+    """The ids of the trials that used a checkpoint (or a model version), oldest trial first."""
+    tsi = t.trial_source_infos
+    q = sa.select(tsi.c.trial_id).order_by(tsi.c.trial_id)
+    if checkpoint_uuid is not None:
+        q = q.where(tsi.c.checkpoint_uuid == checkpoint_uuid)
+    if model_id is not None:
+        q = q.where(tsi.c.model_id == model_id, tsi.c.model_version == model_version)
+    if kind is not None:
+        q = q.where(tsi.c.trial_source_info_type == kind)
+    return [int(r[0]) for r in conn.execute(q)]

@@ -108,6 +108,23 @@ class CheckpointService:
         if not done:
             raise NotFound(f"checkpoint {uuid} not found")
 
+    def report_source(self, *, trial_id: int, checkpoint_uuid: str, kind: str,
+                      model_id: int | None = None, model_version: int | None = None) -> None:
+        """``POST /api/v1/trial-source-info``: the trial used this checkpoint (NotFound when
+        it is not stored)."""
+        with self._engine.begin() as conn:
+            if not store.exists(conn, checkpoint_uuid):
+                raise NotFound(f"checkpoint {checkpoint_uuid} not found")
+            store.put_source_info(conn, trial_id=trial_id, checkpoint_uuid=checkpoint_uuid, kind=kind,
+                                  model_id=model_id, model_version=model_version)
+
+    def source_trials(self, *, checkpoint_uuid: str | None = None, model_id: int | None = None,
+                      model_version: int | None = None, kind: str | None = None) -> list[int]:
+        """The trials that reported using a checkpoint or a model version (of ``kind``)."""
+        with self._reader.connect() as conn:
+            return store.source_trials(conn, checkpoint_uuid=checkpoint_uuid, model_id=model_id,
+                                       model_version=model_version, kind=kind)
+
     def for_trial(self, trial_id: int) -> list[sa.Row]:
         with self._reader.connect() as conn:
             return store.of_trial(conn, trial_id)

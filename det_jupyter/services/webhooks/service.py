@@ -48,6 +48,7 @@ Webhook = wp.Webhook
 LOG_POLL_S = 1.0
 _LOG_BATCH = 2000
 _SCANNED_CHARS = 8192  # of a log line, matched against patterns
+_FIRED_HINTS_MAX = 10_000  # (trigger, trial) pairs remembered to skip the store's fire-once check
 _HINTS_TTL_S = 30.0  # hints are re-read this often (a workspace's delete cascades to its webhooks)
 
 
@@ -180,6 +181,8 @@ class WebhookService:
             for report in reports:
                 value = wp.crossed(trig.condition, report.group, report.metrics)
                 if value is not None and (trig.id, f"trial:{trial_id}") not in self._fired_here:
+                    if len(self._fired_here) >= _FIRED_HINTS_MAX:  # only a hint: the store's
+                        self._fired_here.clear()  # fire_once record decides, so forgetting is safe
                     self._fired_here.add((trig.id, f"trial:{trial_id}"))
                     self._queue(("metric", trig, trial_id, value, report.steps_completed))
                     break
