@@ -66,9 +66,7 @@ def _reports(handler: DetHandler, trial_ids: list[int]) -> list[dict[str, Any]]:
             if group is None and validation:
                 # The stock SDK reads every report of an all-groups read under avg_metrics.
                 metrics["avg_metrics"] = r["metrics"]
-            out.append({"id": r["id"], "trialId": tid, "trialRunId": r["trial_run_id"],
-                        "totalBatches": r["steps_completed"], "endTime": ser.ts(r["report_time"]),
-                        "metrics": metrics, "group": r["group"], "archived": False})
+            out.append(ser.metrics_report(r, tid, metrics))
     return out
 
 

@@ -200,6 +200,14 @@ def metrics_workload(report: dict, trial_id: int) -> dict[str, Any]:
     }
 
 
+def metrics_report(report: dict, trial_id: int, metrics: dict[str, Any]) -> dict[str, Any]:
+    """A stored report as ``v1MetricsReport``; ``metrics``: its values under the keys the
+    stock client reads (``avg_metrics``, ``validation_metrics``)."""
+    return {"id": report["id"], "trialId": trial_id, "trialRunId": report["trial_run_id"],
+            "totalBatches": report["steps_completed"], "endTime": ts(report["report_time"]),
+            "metrics": metrics, "group": report["group"], "archived": False}
+
+
 def task_log(row: Any) -> dict[str, Any]:
     """A stored log line as ``v1TaskLogsResponse``."""
     return {

@@ -260,11 +260,8 @@ class TrialsMetricsHandler(DetHandler):
                 rows = await loop.run_in_executor(None, functools.partial(
                     metrics.history, tid, group, offset=offset, limit=self.BATCH))
                 if rows:
-                    self.write(ser.ndjson({"metrics": [{
-                        "id": r["id"], "trialId": tid, "trialRunId": r["trial_run_id"],
-                        "totalBatches": r["steps_completed"], "endTime": ser.ts(r["report_time"]),
-                        "metrics": {key: r["metrics"]}, "group": r["group"], "archived": False,
-                    } for r in rows]}))
+                    self.write(ser.ndjson({"metrics": [ser.metrics_report(r, tid, {key: r["metrics"]})
+                                                       for r in rows]}))
                     await self.flush()
                 if len(rows) < self.BATCH:
                     break
