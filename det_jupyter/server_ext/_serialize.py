@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..services.accounts.auth import User
@@ -200,7 +201,7 @@ def metrics_workload(report: dict, trial_id: int) -> dict[str, Any]:
     }
 
 
-def metrics_report(report: dict, trial_id: int, metrics: dict[str, Any]) -> dict[str, Any]:
+def metrics_report(report: Mapping[str, Any], trial_id: int, metrics: dict[str, Any]) -> dict[str, Any]:
     """A stored report as ``v1MetricsReport``; ``metrics``: its values under the keys the
     stock client reads (``avg_metrics``, ``validation_metrics``)."""
     return {"id": report["id"], "trialId": trial_id, "trialRunId": report["trial_run_id"],
