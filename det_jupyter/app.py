@@ -361,12 +361,18 @@ class DetJupyterApp(ExtensionApp):
             from det_agent import Agent, detect_slots
 
             agent_id = f"{socket.gethostname()}-embedded"
+            python = sys.executable
             if self.task_python:
                 from det_agent.runtime import task_python_dir
                 try:
-                    task_python_dir(self.task_python)
+                    python = os.path.join(task_python_dir(self.task_python), "python3")
                 except ValueError as exc:
                     raise SystemExit(f"det-jupyter: {exc}") from None
+            # What its notebooks and TensorBoards need is checked before they are queued.
+            commands = self.master.commands
+            pool = self.agent_resource_pool or (
+                commands.resources.default_compute_pool if commands.resources else "")
+            commands.preflight.register(pool, python)
             self._agent = Agent(
                 self.master.settings.url,
                 self.master.settings.agent_token,

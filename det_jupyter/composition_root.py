@@ -22,10 +22,14 @@ from .services.accounts.tokens import TokenService
 from .services.accounts.users import UserService
 from .services.allocation.logs import LogService
 from .services.allocation.service import AllocationOwner, AllocationService
+from .services.checkpoints.files import CheckpointFiles
 from .services.checkpoints.gc import CheckpointGC
 from .services.checkpoints.service import CheckpointService
+from .services.cluster.config_policies import ConfigPolicies
 from .services.cluster.master_logs import MasterLogs
 from .services.cluster.messages import ClusterMessages
+from .services.cluster.pool_bindings import Admission, PoolBindings
+from .services.cluster.resource_usage import ResourceUsage
 from .services.common.clock import Clock
 from .services.common.identity import MasterIdentity
 from .services.common.late import Late
@@ -41,6 +45,7 @@ from .services.experiments.trials import TrialService
 from .services.experiments.views import Views
 from .services.interactive.commands import CommandService, OwnerRouter
 from .services.interactive.culler import gpu_in_use
+from .services.interactive.generic import GenericTasks
 from .services.interactive.notebooks import NotebookService
 from .services.jobs.control import JobControl
 from .services.jobs.page import JobQueuePage
@@ -103,6 +108,9 @@ class Master:
 
         # -- the master about itself ---------------------------------------------------------
         self.cluster_messages = ClusterMessages(engine, clock)
+        self.pool_bindings = PoolBindings(engine, resources)
+        self.resource_usage = ResourceUsage(engine, clock)
+        self.config_policies = ConfigPolicies(engine, clock)
         self.master_logs = MasterLogs()  # attached to the det_jupyter loggers by start()
 
         # -- accounts and access --------------------------------------------------------------
@@ -138,6 +146,7 @@ class Master:
         self.metrics = MetricService(engine, clock)
         self.checkpoints = CheckpointService(engine, clock)
         self.checkpoint_gc = CheckpointGC(engine)  # trials' and experiments' ends collect
+        self.checkpoint_files = CheckpointFiles(engine)  # downloads through the master
         self.webhooks = WebhookService(
             engine, clock, sealer=Sealer(sealing_key), resources=resources,
             signing_key=load_or_create_secret(os.path.join(settings.data_dir, "webhook_signing_key")))
@@ -178,6 +187,8 @@ class Master:
             notebook_timeout_s=settings.notebook_timeout_s,
             kind_defaults={"tensorboard_timeout_s": settings.tensorboard_timeout_s})
         self.commands.seal_plaintext()  # rows written before sealing
+        self.commands.admit = Admission(self.pool_bindings, self.config_policies)
+        self.generic_tasks = GenericTasks(self.commands)
         self.owners = OwnerRouter(self.trials, self.commands)
         owner_late.bind(self.owners)
         self.notebooks = NotebookService(
@@ -189,7 +200,8 @@ class Master:
         # Handler-facing services (access, submission, job queue page, time series).
         self.access = AccessService(self.rbac, self.allocations, self.commands, self.views)
         self.submission = ExperimentSubmission(self.experiments, self.views, self.workspaces,
-                                               self.templates, self.rm)
+                                               self.templates, self.rm,
+                                               Admission(self.pool_bindings, self.config_policies))
         self.job_queue = JobQueuePage(engine, resources, self.rm)
         self.time_series = TimeSeriesQuery(self.views, self.metrics)
 

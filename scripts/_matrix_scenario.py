@@ -73,6 +73,7 @@ def write_files(work: Path, python: Path) -> dict[str, str]:
         "policy_file": yaml.safe_dump({"invariant_config": {"description": "matrix policy"}}),
         "task_file": yaml.safe_dump({"entrypoint": ["echo", "MATRIX-TASK"],
                                      "resources": {"slots": 0}}),
+        "gt_file": yaml.safe_dump({"entrypoint": ["sleep", "3600"], "resources": {"slots": 0}}),
     }
     out = {}
     for key, text in files.items():
@@ -128,6 +129,8 @@ def build(master: MasterProcess, det: StockClient, work: Path) -> Scenario:
     step("command", cli("cmd", ["command", "run", "-d", *slots0, "sleep", "3600"]))
     step("second command", cli("cmd_b", ["command", "run", "-d", *slots0, "sleep", "3600"]))
     step("shell", cli("sh", ["shell", "start", "-d", *slots0]))
+    step("generic task", lambda: v.update(gt=_ok(det.det(["task", "create", v["gt_file"]], timeout=90),
+                                                  "task create").strip().split()[-1]))
     for key in ("e_done", "e_spare", "e_other"):
         step(f"{key} finished", lambda key=key: _finished(rest, v, key))
     step("model", cli(None, ["model", "create", "matrix-model"]))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -158,21 +159,59 @@ class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
         out.launch_warnings = [str(w) for w in body.get("warnings") or []]
         return out
 
+    def validate_experiment(self, config: ConfigLike, model_dir: str | os.PathLike | None = None,
+                            *, includes: Iterable[str | os.PathLike] = (),
+                            template: str | None = None) -> None:
+        """Have the master check a config and context without creating anything
+        (``validateOnly``, what ``det e create --test`` starts with); ``BadRequest`` says
+        what is wrong."""
+        request: dict[str, Any] = {"config": load_config(config),
+                                   "modelDefinition": context_files(model_dir, includes),
+                                   "validateOnly": True}
+        if template:
+            request["template"] = template
+        self._session.post("/api/v1/experiments", request)
+
     def get_experiment(self, experiment_id: int) -> Experiment:
         """The experiment; ``NotFound`` if there is none with that id."""
         return Experiment(self._session, int(experiment_id))
 
     def list_experiments(self, *, states: Iterable[str] = (), name: str | None = None,
                          users: Iterable[str] = (), limit: int | None = None,
-                         newest_first: bool = False) -> list[Experiment]:
-        """Experiments, oldest first (or ``newest_first``); ``states`` like ``"RUNNING"``."""
+                         newest_first: bool = False, archived: bool | None = None,
+                         offset: int | None = None) -> list[Experiment]:
+        """Experiments, oldest first (or ``newest_first``); ``states`` like ``"RUNNING"``;
+        ``archived`` False hides archived ones, True lists only those, None both."""
         params: dict[str, Any] = {
             "states": ["STATE_" + s.upper().removeprefix("STATE_") for s in states] or None,
-            "users": list(users) or None, "name": name, "limit": limit,
+            "users": list(users) or None, "name": name, "limit": limit, "offset": offset or None,
             "orderBy": "ORDER_BY_DESC" if newest_first else None,
+            "archived": None if archived is None else str(archived).lower(),
         }
         body = self._session.request("GET", "/api/v1/experiments", params=params)
         return [Experiment(self._session, e["id"], e) for e in body.get("experiments") or []]
+
+    def fork_experiment(self, experiment_id: int, config: dict[str, Any],
+                        *, activate: bool = True) -> Experiment:
+        """A new experiment with ``config`` and the context directory of experiment
+        ``experiment_id`` (what ``det e fork`` does; the parent is left as it is)."""
+        import io
+        import tarfile
+        import tempfile
+
+        parent = self.get_experiment(experiment_id)
+        tgz = parent.model_def_tgz()
+        with tempfile.TemporaryDirectory(prefix="det-fork-") as tmp:
+            with tarfile.open(fileobj=io.BytesIO(tgz), mode="r:*") as tar:
+                tar.extractall(tmp, filter="data")
+            return self.create_experiment(config, tmp, activate=activate)
+
+    def task_logs(self, task_id: str, *, follow: bool = False) -> Iterator[str]:
+        """Any task's log lines (a TensorBoard's, a command's, …), without the newline."""
+        params = {"follow": "true"} if follow else None
+        for entry in self._session.stream(f"/api/v1/tasks/{quote(task_id, safe='')}/logs", params,
+                                          timeout=None if follow else 120):
+            yield str(entry.get("message") or entry.get("log") or "").rstrip("\n")
 
     def get_trial(self, trial_id: int) -> Trial:
         """The trial; ``NotFound`` if there is none with that id."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 from ._errors import DetClientError
 from ._trial import Checkpoint, Trial, best_checkpoint, strip_state
@@ -153,9 +155,71 @@ class Experiment:
                 raise WaitTimeout(f"experiment {self.id} has no trial after {timeout}s")
             time.sleep(interval)
 
-    def checkpoints(self) -> list[Checkpoint]:
-        body = self._session.get(f"/api/v1/experiments/{self.id}/checkpoints")
+    def checkpoints(self, *, sort_by: str | None = None, order_by: str | None = None,
+                    limit: int | None = None) -> list[Checkpoint]:
+        """The experiment's checkpoints. ``sort_by`` is a ``checkpointv1SortBy`` name
+        (``"SEARCHER_METRIC"``: best first, only validated ones; ``"END_TIME"``, …) or a
+        validation metric's name; ``order_by`` ``"ASC"``/``"DESC"``; ``limit`` at most this many."""
+        params: dict[str, Any] = {}
+        if sort_by:
+            known = {"UUID", "TRIAL_ID", "BATCH_NUMBER", "END_TIME", "STATE", "SEARCHER_METRIC"}
+            name = sort_by.upper().removeprefix("SORT_BY_")
+            if name in known:
+                params["sortByAttr"] = "SORT_BY_" + name
+            else:
+                params["sortByMetric"] = sort_by
+        if order_by:
+            params["orderBy"] = "ORDER_BY_" + order_by.upper().removeprefix("ORDER_BY_")
+        if limit:
+            params["limit"] = limit
+        body = self._session.get(f"/api/v1/experiments/{self.id}/checkpoints", **params)
         return [Checkpoint(self._session, c) for c in body.get("checkpoints") or []]
+
+    def patch(self, *, name: str | None = None, description: str | None = None,
+              notes: str | None = None, labels: list[str] | None = None) -> Experiment:
+        """Change the experiment's name, description, notes or labels (the whole list)."""
+        fields = {"name": name, "description": description, "notes": notes, "labels": labels}
+        body = {k: v for k, v in fields.items() if v is not None}
+        if body:
+            self._data = self._session.request("PATCH", f"/api/v1/experiments/{self.id}",
+                                               body)["experiment"]
+        return self
+
+    def set_resources(self, *, priority: int | None = None, weight: float | None = None,
+                      maxSlots: int | None = None) -> Experiment:  # noqa: N803 - the wire's name
+        """Change the experiment's job: priority, fair-share weight or max slots."""
+        res = {k: v for k, v in (("priority", priority), ("weight", weight), ("maxSlots", maxSlots))
+               if v is not None}
+        if res:
+            self._data = self._session.request("PATCH", f"/api/v1/experiments/{self.id}",
+                                               {"resources": res})["experiment"]
+        return self
+
+    def add_label(self, label: str) -> list[str]:
+        """Add a label; returns the experiment's labels now."""
+        path = f"/api/v1/experiments/{self.id}/labels/{quote(label, safe='')}"
+        return list(self._session.request("PUT", path, {}).get("labels") or [])
+
+    def remove_label(self, label: str) -> list[str]:
+        """Remove a label; returns the experiment's labels now."""
+        path = f"/api/v1/experiments/{self.id}/labels/{quote(label, safe='')}"
+        return list(self._session.request("DELETE", path).get("labels") or [])
+
+    @property
+    def labels(self) -> list[str]:
+        return [str(x) for x in self._data.get("labels") or []]
+
+    @property
+    def description(self) -> str:
+        return str(self._data.get("description") or "")
+
+    @property
+    def notes(self) -> str:
+        return str(self._data.get("notes") or "")
+
+    def model_def_tgz(self) -> bytes:
+        """The experiment's context directory as a gzipped tar."""
+        return base64.b64decode(self._session.get(f"/api/v1/experiments/{self.id}/model_def")["b64Tgz"])
 
     def top_checkpoint(self) -> Checkpoint | None:
         """The checkpoint with the best searcher metric over all trials (by the validation

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,21 +76,93 @@ class Checkpoint:
             root = root / storage["storage_path"]
         return root / self.uuid
 
-    def download(self, path: str | Path | None = None) -> Path:
-        """Copy the checkpoint's files into ``path`` (default ``./checkpoints/<uuid>``) and
-        return it.
+    def validation_metrics(self) -> dict[str, Any]:
+        """The validation reported at this checkpoint's step (``{}`` if none)."""
+        return dict(((self._data.get("training") or {}).get("validationMetrics") or {})
+                    .get("avgMetrics") or {})
 
-        The master serves no checkpoint files; this copies them from the ``shared_fs``
-        storage directory, so it works where that directory is visible: on the master's host
-        (the laptop setup) or on a shared file system mounted at the same path.
+    def size(self) -> int:
+        """Total bytes of its files, as the master recorded them."""
+        total = 0
+        for value in self.resources.values():
+            try:
+                total += int(value)
+            except (TypeError, ValueError):
+                continue
+        return total
+
+    def download(self, path: str | Path | None = None, *,
+                 on_progress: Callable[[int, int], None] | None = None,
+                 mode: str = "auto") -> Path:
+        """Copy the checkpoint's files into ``path`` (default ``./checkpoints/<uuid>``) and
+        return it. ``on_progress(bytes_copied, bytes_total)`` is called as files are copied.
+
+        ``mode`` as the stock SDK's ``DownloadMode``: ``direct`` copies from the ``shared_fs``
+        storage directory (where it is visible: the master's host, or a shared file system
+        mounted at the same path); ``master`` streams the files through the master
+        (``GET /checkpoints/{uuid}``); ``auto`` (the default) copies directly where the
+        directory is visible and through the master elsewhere.
         """
-        src = self.storage_dir()
-        if not src.is_dir():
-            raise InvalidInput(f"checkpoint {self.uuid}: its directory {src} is not visible "
-                               "from this machine; download it on the master's host or mount "
-                               "the shared file system at the same path")
+        if mode not in ("auto", "direct", "master"):
+            raise InvalidInput(f"download mode {mode!r}: use auto, direct or master")
         dest = Path(path) if path is not None else Path("checkpoints") / self.uuid
-        shutil.copytree(src, dest, dirs_exist_ok=True)
+        if mode == "master":
+            return self._download_via_master(dest, on_progress)
+        try:
+            src = self.storage_dir()
+        except InvalidInput:
+            if mode == "direct":
+                raise
+            return self._download_via_master(dest, on_progress)
+        if not src.is_dir():
+            if mode == "auto":
+                return self._download_via_master(dest, on_progress)
+            raise InvalidInput(f"checkpoint {self.uuid}: its directory {src} is not visible "
+                               "from this machine; download it through the master "
+                               "(mode master) or mount the shared file system at the same path")
+        files = sorted(p for p in src.rglob("*") if p.is_file() and not p.is_symlink())
+        total = sum(p.stat().st_size for p in files)
+        done = 0
+        if on_progress is not None:
+            on_progress(done, total)
+        for f in files:
+            target = dest / f.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with f.open("rb") as fin, target.open("wb") as fout:
+                while chunk := fin.read(1 << 20):
+                    fout.write(chunk)
+                    done += len(chunk)
+                    if on_progress is not None:
+                        on_progress(done, total)
+            shutil.copystat(f, target)
+        for d in (p for p in src.rglob("*") if p.is_dir()):  # empty directories too
+            (dest / d.relative_to(src)).mkdir(parents=True, exist_ok=True)
+        os.makedirs(dest, exist_ok=True)
+        return dest
+
+    def _download_via_master(self, dest: Path,
+                             on_progress: Callable[[int, int], None] | None) -> Path:
+        """The files as the master streams them (a tar archive), unpacked into ``dest`` with
+        tarfile's ``data`` filter (no links out, no absolute paths, no devices)."""
+        import tarfile
+
+        sizes = [v for v in self.resources.values() if isinstance(v, (int, float))]
+        total, done = int(sum(sizes)), 0
+        if on_progress is not None:
+            on_progress(done, total)
+        dest.mkdir(parents=True, exist_ok=True)
+        with self._session.open_stream(f"/checkpoints/{self.uuid}", accept="application/x-tar") as resp:
+            try:
+                with tarfile.open(fileobj=resp, mode="r|") as tar:
+                    for member in tar:
+                        tar.extract(member, dest, filter="data")
+                        if member.isfile():
+                            done += member.size
+                            if on_progress is not None:
+                                on_progress(done, max(total, done))
+            except (tarfile.TarError, OSError) as exc:
+                raise InvalidInput(f"checkpoint {self.uuid}: the download through the master "
+                                   f"broke off ({exc}); try again") from None
         return dest
 
 
@@ -208,6 +281,11 @@ class Trial:
     def checkpoints(self) -> list[Checkpoint]:
         body = self._session.get(f"/api/v1/trials/{self.id}/checkpoints")
         return [Checkpoint(self._session, c) for c in body.get("checkpoints") or []]
+
+    def kill(self) -> Trial:
+        """Kill this trial now (no checkpoint); the rest of its experiment goes on."""
+        self._session.post(f"/api/v1/trials/{self.id}/kill")
+        return self.reload()
 
     def scored_checkpoints(self) -> tuple[list[tuple[Checkpoint, float | None]], bool]:
         """Completed checkpoints, each with the searcher metric validated at its step, and

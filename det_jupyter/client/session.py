@@ -53,7 +53,7 @@ class Session:
         self.timeout = timeout
 
     def _open(self, method: str, path: str, body: Any, params: dict[str, Any] | None,
-              timeout: float | None) -> Any:
+              timeout: float | None, accept: str | None = None) -> Any:
         url = self.master + path
         if params:
             query = [(k, str(v)) for k, vs in params.items() if vs is not None
@@ -62,6 +62,8 @@ class Session:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(url, data=data, method=method)
         req.add_header("Content-Type", "application/json")
+        if accept:
+            req.add_header("Accept", accept)
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
@@ -95,6 +97,10 @@ class Session:
 
     def post(self, path: str, body: Any = None) -> Any:
         return self.request("POST", path, {} if body is None else body)
+
+    def open_stream(self, path: str, *, accept: str, timeout: float | None = 3600) -> Any:
+        """A GET whose body is read as it arrives (a file-like response; close it)."""
+        return self._open("GET", path, None, None, timeout, accept)
 
     def stream(self, path: str, params: dict[str, Any] | None = None,
                timeout: float | None = 3600) -> Iterator[Any]:

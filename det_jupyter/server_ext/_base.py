@@ -149,15 +149,16 @@ class DetHandler(web.RequestHandler):
             # An id no database column can hold names nothing (and must not reach SQLite).
             if arg.isascii() and arg.isdigit() and int(arg) > MAX_ID:
                 raise NotFound(f"{self.request.path}: no object has id {arg[:24]}…")
+        if not self.public:
+            # A cluster permission is settled before the query is read: who may not call the
+            # route hears 403, not what its parameters should have been.
+            perm = self.permissions.get(self.request.method or "")
+            if perm is None:
+                raise Forbidden(f"{self.request.method} {self.request.path} declares no permission; refused")
+            if perm is Perm.AUTHENTICATED or perm in CLUSTER_ONLY:
+                self.access.authorize_cluster(perm, self.request.path)
+                self._checked = True
         self.spec.check_query(self.request.query_arguments)
-        if self.public:
-            return
-        perm = self.permissions.get(self.request.method or "")
-        if perm is None:
-            raise Forbidden(f"{self.request.method} {self.request.path} declares no permission; refused")
-        if perm is Perm.AUTHENTICATED or perm in CLUSTER_ONLY:
-            self.access.authorize_cluster(perm, self.request.path)
-            self._checked = True
 
     # -- the body, read as it streams in, up to this route's limit --------------------------
 

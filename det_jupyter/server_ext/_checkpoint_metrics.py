@@ -19,7 +19,7 @@ from ..services.access.authz import Perm
 from . import _serialize as ser
 from ._api import MAX_ID, Q, api, enum, integer, obj, string
 from ._base import DetHandler
-from ._models import _version_number, find_model
+from ._models import find_model, version_number
 
 _TYPES = ("TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED", "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
           "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING")
@@ -93,7 +93,7 @@ class ModelVersionMetricsHandler(DetHandler):
     @api(query=_QUERY)
     def get(self, ident: str, number: str) -> None:
         model = find_model(self, ident)
-        version = self.master.models.version(model, _version_number(number))
+        version = self.master.models.version(model, version_number(number))
         trials = self.master.checkpoints.source_trials(model_id=model.id, model_version=version.version,
                                                        kind=_kind(self))
         self.send({"metrics": _reports(self, trials)})

@@ -5,17 +5,25 @@ from __future__ import annotations
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from ._identity import det_session
+
 
 class LabSessionHandler(APIHandler):
     """``POST /det-jupyter/session``: a det session token for the det user this server's kernels
     act as (``DetJupyterApp.kernel_user``), for the JupyterLab sidebar. Authenticated by Jupyter
     (cookie or token, XSRF-checked), so it grants a browser user nothing their kernels do not
-    already have. 404 when the server gives its users no det identity."""
+    already have; a Jupyter user who logged in with det credentials (``_identity``) gets their
+    own det session instead. 404 when the server gives its users no det identity."""
 
     jupyter_auth = True  # the Jupyter server's own user (token or cookie), not a det credential
 
     @web.authenticated
     def post(self) -> None:
+        session = det_session(self.current_user)
+        if session is not None:  # logged in to Jupyter as a det user (_identity): that session
+            self.set_header("Cache-Control", "no-store")
+            self.finish({"token": session[1], "username": session[0]})
+            return
         username = self.settings.get("det_kernel_user")
         if not username:
             raise web.HTTPError(404, "this server gives its users no det identity; log in")

@@ -111,7 +111,8 @@ def _ints(handler: DetHandler, name: str) -> list[int]:
     return out
 
 
-def _version_number(raw: str) -> int:
+def version_number(raw: str) -> int:
+    """A model version's number from the path (versions are numbered from 1)."""
     number = int(raw)
     if number < 1:
         raise NotFound(f"version {raw} not found; versions are numbered from 1")
@@ -272,7 +273,7 @@ class ModelVersionHandler(DetHandler):
     @api()
     def get(self, ident: str, number: str) -> None:
         model = find_model(self, ident)
-        version = self.master.models.version(model, _version_number(number))
+        version = self.master.models.version(model, version_number(number))
         self.send({"modelVersion": version_json(self, version)})
 
     @api(body=obj(checkpoint=obj(uuid=string(64)), **_VERSION))
@@ -280,7 +281,7 @@ class ModelVersionHandler(DetHandler):
         body = self.body_json()
         fields = check_fields(body, _VERSION_FIELDS)
         model = find_model(self, ident)
-        current = self.master.models.version(model, _version_number(number))
+        current = self.master.models.version(model, version_number(number))
         ckpt = body.get("checkpoint")
         if isinstance(ckpt, dict) and ckpt.get("uuid") not in (None, current.checkpoint_uuid):
             raise InvalidRequest("a version's checkpoint cannot be changed; register the other "
@@ -291,7 +292,7 @@ class ModelVersionHandler(DetHandler):
     @api()
     def delete(self, ident: str, number: str) -> None:
         model = find_model(self, ident)
-        self.master.models.delete_version(model, _version_number(number))
+        self.master.models.delete_version(model, version_number(number))
         self.send({})
 
 

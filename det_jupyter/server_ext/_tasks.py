@@ -9,6 +9,7 @@ from ..config import tgz_to_b64
 from ..errors import Forbidden, NotFound
 from ..services.access.authz import Perm
 from ..services.accounts.auth import AllocationPrincipal
+from ..services.interactive import generic
 from . import _models
 from . import _serialize as ser
 from ._api import ANY, ANY_OBJECT, Q, api, array, dict_of, integer, obj, string
@@ -46,8 +47,8 @@ class TaskContextHandler(DetHandler):
     def get(self, task_id: str) -> None:
         self.require_task(task_id)
         self.access.authorize_task_kind(task_id)
-        if task_id.startswith("cmd-"):
-            self.master.commands.get(task_id)
+        if not task_id.split(".", 1)[0].isdigit():  # an interactive or generic task's
+            self.master.commands.get(task_id, None)
             tgz = self.master.commands.context_tgz(task_id) or b""
             self.send({"b64Tgz": tgz_to_b64(tgz) if tgz else ""})
             return
@@ -85,7 +86,13 @@ class TaskHandler(DetHandler):
         task: dict[str, Any] = {
             "taskId": task_id, "taskType": f"TASK_TYPE_{kind}", "allocations": allocs,
             "startTime": ser.ts(row.start_time), "endTime": ser.ts(row.end_time)}
-        if kind != "TRIAL":
+        if kind == "GENERIC":  # as its user wrote it, with 0.38.1's generic-task fields
+            cfg = row.config or {}
+            origin = cfg.get(generic.ORIGIN) or {}
+            task.update(config=json.dumps(cfg.get(generic.USER_CONFIG) or {}),
+                        taskState=generic.state_of(cfg).wire, forkedFrom=origin.get("forked_from"),
+                        parentId=origin.get("parent_id"), noPause=bool(origin.get("no_pause")))
+        elif kind != "TRIAL":
             task["config"] = json.dumps(row.config)
         self.send({"task": {k: v for k, v in task.items() if v is not None}})
 

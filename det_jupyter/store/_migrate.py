@@ -250,6 +250,12 @@ def _v14_trial_source_infos(conn: sa.Connection) -> None:
     t.trial_source_infos.create(conn, checkfirst=True)
 
 
+def _v15_pools_and_policies(conn: sa.Connection) -> None:
+    """pool_bindings and config_policies (``det resource-pool bindings``, ``det config-policies``)."""
+    t.pool_bindings.create(conn, checkfirst=True)
+    t.config_policies.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -265,6 +271,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (12, _v12_unmanaged),
     (13, _v13_cluster_messages),
     (14, _v14_trial_source_infos),
+    (15, _v15_pools_and_policies),
 ]
 
 

@@ -518,3 +518,24 @@ trial_source_infos = sa.Table(
     sa.Index("ix_trial_source_infos_checkpoint", "checkpoint_uuid"),
     sa.Index("ix_trial_source_infos_model_version", "model_id", "model_version"),
 )
+
+# Migration 15: 0.38.1's rp_workspace_bindings — a pool bound
+# to workspaces serves only them — and its task_config_policies: one row per scope (workspace
+# id, 0 for global) and workload type ("EXPERIMENT" or "NTSC").
+pool_bindings = sa.Table(
+    "pool_bindings",
+    metadata,
+    sa.Column("pool_name", sa.String(255), primary_key=True),
+    sa.Column("workspace_id", sa.Integer, sa.ForeignKey("workspaces.id", ondelete="CASCADE"), primary_key=True),
+    sa.Index("ix_pool_bindings_workspace", "workspace_id"),
+)
+
+config_policies = sa.Table(
+    "config_policies",
+    metadata,
+    sa.Column("workspace_id", sa.Integer, primary_key=True),
+    sa.Column("workload_type", sa.String(16), primary_key=True),
+    sa.Column("policy", JSON, nullable=False),
+    sa.Column("updated_by", sa.Integer, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)

@@ -18,7 +18,11 @@ from .allocations import RUNNING
 
 
 def _listing() -> sa.Select:
-    """Tasks with their user and their (only) allocation's state."""
+    """Tasks with their user and their latest allocation's state (a generic task unpaused
+    has more than one; every other kind has one)."""
+    later = t.allocations.alias("later")
+    latest = ~sa.exists().where(later.c.task_id == t.allocations.c.task_id,
+                                later.c.submitted_at > t.allocations.c.submitted_at)
     return (
         sa.select(
             t.commands, t.users.c.username, t.jobs.c.resource_pool.label("job_pool"),
@@ -27,7 +31,7 @@ def _listing() -> sa.Select:
         )
         .join(t.users, t.users.c.id == t.commands.c.owner_id)
         .join(t.jobs, t.jobs.c.job_id == t.commands.c.job_id)
-        .outerjoin(t.allocations, t.allocations.c.task_id == t.commands.c.task_id)
+        .outerjoin(t.allocations, sa.and_(t.allocations.c.task_id == t.commands.c.task_id, latest))
     )
 
 
@@ -104,6 +108,21 @@ def context(conn: sa.Connection, task_id: str) -> bytes | None:
 
 def set_exit_reason(conn: sa.Connection, task_id: str, reason: str) -> None:
     conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id).values(exit_reason=reason))
+
+
+def set_config_key(conn: sa.Connection, task_id: str, key: str, value: Any) -> None:
+    """One key of the task's config (a generic task's state), inside the caller's transaction."""
+    config = conn.execute(sa.select(t.commands.c.config).where(t.commands.c.task_id == task_id)).scalar()
+    if config is None:
+        return
+    conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id)
+                 .values(config={**config, key: value}))
+
+
+def resumed(conn: sa.Connection, task_id: str) -> None:
+    """A paused task runs again: how its last allocation ended no longer describes it."""
+    conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id)
+                 .values(end_time=None, exit_code=None, exit_reason=None))
 
 
 def with_owner(conn: sa.Connection, task_id: str) -> tuple[sa.Row, str]:

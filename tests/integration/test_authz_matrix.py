@@ -233,6 +233,10 @@ def _value(template: str, name: str, w: World) -> tuple[Any, bool]:
         return "api/status", True
     if name == "label":
         return f"{MARK}-label", True
+    if name == "workload":
+        return "EXPERIMENT", False
+    if name in ("pool", "pool_name", "resource_pool"):
+        return "default", False
     if name == "external_experiment_id":  # an unmanaged experiment's: a create (or put) route
         return "matrix-external-id", False
     raise AssertionError(f"the matrix has no value for parameter {name!r} of {template}")
@@ -256,7 +260,7 @@ def _cases(w: World) -> list[Case]:
 def _delete_rank(template: str) -> int:
     for i, part in enumerate(("/webhooks/", "/versions/", "/models/", "/templates/", "/checkpoints", "/labels/",
                               "/experiments/",
-                              "/projects/", "/workspaces/", "/groups/", "/tokens/", "/users/")):
+                              "/projects/", "/config-policies/", "/workspaces/", "/groups/", "/tokens/", "/users/")):
         if part in template:
             return i
     return 99

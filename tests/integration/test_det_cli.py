@@ -92,7 +92,7 @@ def test_list_describe_logs_and_wait(env: dict[str, str], finished_exp: tuple[in
     assert [r["steps_completed"] for r in data["validation_metrics"]] == [5, 10]
     assert len(data["checkpoints"]) == 2
     uuid = data["checkpoints"][-1]["uuid"]
-    assert re.search(r"^Batches:\s+10$", det(env, "checkpoint", "describe", uuid).stdout, re.M)
+    assert re.search(r"^Steps Completed:\s+10$", det(env, "checkpoint", "describe", uuid).stdout, re.M)
     dest = tmp_path / "ckpt"
     assert str(dest) in det(env, "c", "download", uuid, "-o", str(dest)).stdout
     assert json.loads((dest / "state.json").read_text()) == {"step": 10}
@@ -198,3 +198,123 @@ def test_det_user_rename_renames(env: dict[str, str]) -> None:
     assert "renamed" in names and "renamee" not in names
     missing = det(env, "user", "rename", "nobody-here", "x", ok=False)
     assert missing.returncode != 0 and "nobody-here" in missing.stderr
+
+
+def _csv(text: str) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_experiment_and_trial_checkpoint_commands(env: dict[str, str], finished_exp: tuple[int, str],
+                                                  tmp_path: Path) -> None:
+    """``det e list-checkpoints|download`` and ``det t list-checkpoints|download|metrics`` over
+    the counter run (validation_loss = 1/step at steps 5 and 10; ``batches`` = step). The
+    default checkpoint policy keeps the trial's best and latest: step 10's; step 5's is
+    DELETED, listed, and never downloaded."""
+    exp_id, _ = finished_exp
+    trial_id = json.loads(det(env, "e", "describe", str(exp_id), "--json").stdout)["trials"][0]["id"]
+    rows = _csv(det(env, "e", "list-checkpoints", str(exp_id), "--csv").stdout)
+    assert [(r["Trial ID"], r["# of Batches"], r["State"]) for r in rows] == [
+        (str(trial_id), "5", "DELETED"), (str(trial_id), "10", "COMPLETED")]
+    assert float(rows[0]["Validation Metric"]) == pytest.approx(0.2)
+    by_steps = {r["# of Batches"]: r["UUID"] for r in rows}
+    best = _csv(det(env, "e", "lc", str(exp_id), "--best", "1", "--csv").stdout)
+    assert [r["UUID"] for r in best] == [by_steps["10"]]
+    assert det(env, "e", "lc", str(exp_id), "--best", "0", ok=False).returncode == 1
+
+    # the best by the searcher metric (smaller validation_loss), then by another metric
+    out = det(env, "e", "download", str(exp_id), "-o", str(tmp_path / "top"), "-q").stdout
+    assert out.split() == [str(tmp_path / "top" / by_steps["10"])]
+    assert json.loads((tmp_path / "top" / by_steps["10"] / "state.json").read_text()) == {"step": 10}
+    out = det(env, "e", "download", str(exp_id), "-o", str(tmp_path / "two"), "--top-n", "2",
+              "--sort-by", "batches", "--smaller-is-better", "true", "-q").stdout
+    assert out.split() == [str(tmp_path / "two" / by_steps["10"])]  # step 5's is deleted
+    lone = det(env, "e", "download", str(exp_id), "--sort-by", "batches", ok=False)
+    assert lone.returncode == 1 and "--smaller-is-better" in lone.stderr
+
+    trial_rows = _csv(det(env, "t", "list-checkpoints", str(trial_id), "--csv").stdout)
+    assert [r["UUID"] for r in trial_rows] == [by_steps["5"], by_steps["10"]]
+    latest = det(env, "t", "download", str(trial_id), "--latest", "-o", str(tmp_path / "latest"), "-q")
+    assert latest.stdout.strip() == str(tmp_path / "latest")
+    assert json.loads((tmp_path / "latest" / "state.json").read_text()) == {"step": 10}
+    worst = det(env, "t", "download", str(trial_id), "--best", "--sort-by", "validation_loss",
+                "--smaller-is-better", "false", "-o", str(tmp_path / "worst"))
+    assert "Local checkpoint path:" in worst.stdout and by_steps["10"] in worst.stdout  # 5's is gone
+    assert json.loads((tmp_path / "worst" / "state.json").read_text()) == {"step": 10}
+    # through the master (GET /checkpoints/{uuid}), as where the storage is not visible
+    via = det(env, "c", "download", by_steps["10"], "--mode", "master", "-o", str(tmp_path / "via"), "-q")
+    assert via.stdout.strip() == str(tmp_path / "via")
+    assert json.loads((tmp_path / "via" / "state.json").read_text()) == {"step": 10}
+    assert sorted(p.name for p in (tmp_path / "via").iterdir()) == sorted(
+        p.name for p in (tmp_path / "latest").iterdir())
+    gone = det(env, "c", "download", by_steps["5"], "--mode", "master", "-o", str(tmp_path / "g"), ok=False)
+    assert gone.returncode == 1 and "Traceback" not in gone.stderr and gone.stderr.strip()
+    gone = det(env, "t", "download", str(trial_id), "--uuid", by_steps["5"], ok=False)
+    assert gone.returncode == 1 and "DELETED" in gone.stderr + gone.stdout
+    wrong = det(env, "t", "download", str(trial_id + 1000), "--uuid", by_steps["5"], ok=False)
+    assert wrong.returncode == 1 and "not trial" in wrong.stderr
+
+    val = _csv(det(env, "t", "metrics", str(trial_id), "--group", "validation", "--csv").stdout)
+    assert [(r["Group"], r["Batches"], r["batches"]) for r in val] == [("validation", "5", "5"),
+                                                                       ("validation", "10", "10")]
+    both = json.loads(det(env, "t", "metrics", str(trial_id), "--json").stdout)
+    assert [r["steps_completed"] for r in both["training"]] == list(range(1, 11))
+    table = det(env, "t", "metrics", str(trial_id)).stdout
+    assert "Training metrics:" in table and "Validation metrics:" in table
+
+
+def test_experiment_set_label_and_fork(env: dict[str, str], finished_exp: tuple[int, str]) -> None:
+    exp_id, _ = finished_exp
+    det(env, "e", "set", "description", str(exp_id), "set by the CLI test")
+    det(env, "e", "set", "labels", str(exp_id), "a, b")
+    assert "Added label 'c'" in det(env, "e", "label", "add", str(exp_id), "c").stdout
+    removed = det(env, "e", "label", "remove", str(exp_id), "a").stdout
+    assert "Labels: b, c" in removed
+    exp = json.loads(det(env, "e", "describe", str(exp_id), "--json").stdout)["experiment"]
+    assert exp["description"] == "set by the CLI test" and sorted(exp["labels"]) == ["b", "c"]
+    bad = det(env, "e", "set", "priority", str(exp_id), "high", ok=False)
+    assert bad.returncode == 2 and "invalid int value" in bad.stderr
+
+    forked = det(env, "e", "fork", str(exp_id), "--paused", "--config", "hyperparameters.length=4",
+                 "--config", "name=forked").stdout
+    match = re.search(r"Created experiment (\d+) \(forked from (\d+)\)", forked)
+    assert match and int(match.group(2)) == exp_id
+    child = int(match.group(1))
+    desc = json.loads(det(env, "e", "describe", str(child), "--json").stdout)["experiment"]
+    assert desc["state"] == "STATE_PAUSED" and desc["name"] == "forked"
+    assert desc["config"]["hyperparameters"]["length"] == {"type": "const", "val": 4}
+    det(env, "e", "set", "priority", str(child), "7")
+    det(env, "e", "activate", str(child))
+    waited = det(env, "e", "wait", str(child), "--interval", "0.3", timeout=180)
+    assert f"Experiment {child} ended COMPLETED" in waited.stdout
+    child_trial = json.loads(det(env, "e", "describe", str(child), "--json").stdout)["trials"][0]["id"]
+    steps = json.loads(det(env, "t", "metrics", str(child_trial), "--json").stdout)["training"]
+    assert [r["steps_completed"] for r in steps] == [1, 2, 3, 4]  # the forked config, the parent's code
+
+
+def test_trial_kill(env: dict[str, str], tmp_path: Path) -> None:
+    import time
+
+    config = tmp_path / "long.yaml"
+    config.write_text(counter_config(length=2000, sleep=0.05))
+    created = re.search(r"Created experiment (\d+)", det(env, "e", "create", str(config), str(COUNTER)).stdout)
+    assert created
+    exp_id = int(created.group(1))
+    deadline = time.monotonic() + 120
+    trials: list[dict] = []
+    while not trials and time.monotonic() < deadline:
+        trials = json.loads(det(env, "e", "describe", str(exp_id), "--json").stdout)["trials"]
+        time.sleep(0.3)
+    assert trials, "the experiment made no trial"
+    assert f"Killed trial {trials[0]['id']}" in det(env, "t", "kill", str(trials[0]["id"])).stdout
+    state = ""
+    while time.monotonic() < deadline:
+        state = json.loads(det(env, "t", "describe", str(trials[0]["id"]), "--json").stdout)["trial"]["state"]
+        if state in ("STATE_CANCELED", "STATE_COMPLETED", "STATE_ERROR"):
+            break
+        time.sleep(0.3)
+    assert state == "STATE_CANCELED"
+    missing = det(env, "t", "kill", "987654", ok=False)
+    assert missing.returncode == 1 and "987654" in missing.stderr

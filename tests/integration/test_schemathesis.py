@@ -31,8 +31,9 @@ HOOKS = "tests.integration._schemathesis_hooks"
 EXCLUDED_PATHS = r"^/(proxy|det-jupyter|agents)(/|$)"
 #: Operations whose bodies carry a document in another language, checked by the master as
 #: Determined checks it (an experiment's YAML config, a task's config): a request the OpenAPI
-#: schema allows may still be refused (400) for what the config says. Only these may answer
-#: 400 to a request that matches the document.
+#: schema allows may still be refused (400) for what the config says; and the allocation CSVs,
+#: whose windows must be real times in order. Only these may answer 400 to a request that
+#: matches the document.
 CONFIG_CHECKED = {
     "POST /api/v1/experiments": "the YAML config must be a valid experiment config",
     "POST /api/v1/commands": "the task config must be valid (entrypoint, resources, environment)",
@@ -43,6 +44,13 @@ CONFIG_CHECKED = {
     "POST /api/v1/templates/{name}": "the template's config keys must be known config keys",
     "PUT /api/v1/templates/{name}": "the template's config keys must be known config keys",
     "PATCH /api/v1/templates/{name}": "the template's config keys must be known config keys",
+    # a config policy is a YAML document of invariant config and constraints
+    "PUT /api/v1/config-policies/global/{workload}": "the policy must be YAML with known fields",
+    "PUT /api/v1/config-policies/workspaces/{ws_id}/{workload}": "the policy must be YAML with known fields",
+    # not a body, but the same kind of check: the window's ends must be real times, in order
+    "GET /resources/allocation/raw": "the window's ends must be real times, the start first",
+    "GET /resources/allocation/allocations-csv": "the window's ends must be real times, the start first",
+    "GET /resources/allocation/aggregated": "the dates must be real days (or months), the start first",
 }
 
 

@@ -24,7 +24,7 @@ from . import _tunnel
 from ._progress import StatusLine
 from ._table import format_table
 from ._task_config import ConfigError, task_config
-from .common import CommandError, connect, print_json, short_time
+from .common import CommandError, connect, print_json, read_config_file, short_time
 
 HEADERS = ["ID", "Owner", "Description", "State", "Start Time", "Exit Status"]
 _ENDED = {"STATE_TERMINATING", "STATE_TERMINATED"}
@@ -124,12 +124,7 @@ def _open(args: argparse.Namespace, client: Any, session: Session, task_id: str,
 
 def start(args: argparse.Namespace) -> int:
     client, session = _session(args)
-    text = None
-    if args.config_file:
-        try:
-            text = Path(args.config_file).read_text()
-        except OSError as exc:
-            raise CommandError(f"cannot read {args.config_file}: {exc.strerror or exc}") from None
+    text = read_config_file(args.config_file) if args.config_file else None
     try:
         config = task_config(text, args.config or [], args.config_file or "the config file")
     except ConfigError as exc:

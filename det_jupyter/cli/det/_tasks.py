@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 import webbrowser
-from pathlib import Path
 from typing import Any
 
 from det_jupyter.client import Command, DetClientError, Determined, Task
@@ -14,7 +13,7 @@ from det_jupyter.client import Command, DetClientError, Determined, Task
 from ._progress import StatusLine
 from ._table import format_table
 from ._task_config import ConfigError, task_config
-from .common import CommandError, connect, print_json, short_time
+from .common import CommandError, connect, print_json, read_config_file, short_time
 
 HEADERS = ["ID", "Owner", "Description", "State", "Pool", "Start Time", "Exit Status"]
 _WARNINGS = {"LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED":
@@ -22,13 +21,7 @@ _WARNINGS = {"LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED":
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
-    text = None
-    if args.config_file:
-        try:
-            text = Path(args.config_file).read_text()
-        except OSError as exc:
-            raise CommandError(f"cannot read the config file {args.config_file}: "
-                               f"{exc.strerror or exc}") from None
+    text = read_config_file(args.config_file) if args.config_file else None
     try:
         return task_config(text, args.config or [], args.config_file or "the config file")
     except ConfigError as exc:

@@ -9,10 +9,18 @@ from typing import Any
 
 from det_jupyter.client import Determined, Experiment, Trial
 
-from . import _workspaces
+from . import _exp_more, _workspaces
 from ._progress import StatusLine, bar
 from ._table import format_pairs, format_table
-from .common import CommandError, connect, percent, print_json, short_time
+from .common import (
+    CommandError,
+    add_output_args,
+    connect,
+    percent,
+    print_json,
+    print_rows,
+    short_time,
+)
 
 EXP_HEADERS = ["ID", "Owner", "Name", "State", "Progress", "Trials", "Start Time", "End Time"]
 _WARNINGS = {"LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED":
@@ -56,9 +64,34 @@ def _follow(client: Determined, exp: Experiment) -> int:
     return _wait(exp, 0.5)
 
 
+def _create_config(args: argparse.Namespace) -> Any:
+    """The config file as given, or (with ``--config key=value``) the file with those set."""
+    if not args.config_override:
+        return args.config
+    from det_jupyter.client import InvalidInput
+
+    from ._task_config import ConfigError, load_file
+    from ._task_config import apply_overrides as overrides
+
+    try:
+        text = open(args.config).read()  # noqa: SIM115 - closed at once
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the config file {args.config}: {exc.strerror or exc}") from None
+    try:
+        return overrides(load_file(text, args.config), args.config_override)
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def create(args: argparse.Namespace) -> int:
     client = connect(args)
-    exp = client.create_experiment(args.config, args.context, includes=args.include or (),
+    config = _create_config(args)
+    if args.test_mode:
+        client.validate_experiment(config, args.context, includes=args.include or (),
+                                   template=args.template)
+        print("Experiment configuration validation succeeded")
+        return 0
+    exp = client.create_experiment(config, args.context, includes=args.include or (),
                                    activate=not args.paused, template=args.template)
     print(f"Created experiment {exp.id}", flush=True)
     for warning in exp.launch_warnings:
@@ -71,14 +104,20 @@ def create(args: argparse.Namespace) -> int:
 
 def list_(args: argparse.Namespace) -> int:
     client = connect(args)
-    users: list[str] = []
-    if not args.all:
+    users: list[str] = list(args.filter_user or [])
+    if not args.all and not users:
         users = [client.username or client.whoami()["username"]]
-    exps = client.list_experiments(users=users, limit=args.limit or None)
+    exps = client.list_experiments(users=users, limit=args.limit or None, offset=args.offset or None,
+                                   states=args.state or (), name=args.name,
+                                   archived=None if args.all else False)
+    if args.label:
+        exps = [e for e in exps if set(args.label) <= set(e.labels)]
     if args.json:
         print_json([e.to_dict() for e in exps])
-    else:
-        print(format_table(EXP_HEADERS, [_exp_row(e) for e in exps]))
+        return 0
+    headers = EXP_HEADERS + (["Archived"] if args.all else [])
+    rows = [_exp_row(e) + ([bool(e.to_dict().get("archived"))] if args.all else []) for e in exps]
+    print_rows(headers, rows, args.csv)
     return 0
 
 
@@ -184,12 +223,28 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--paused", action="store_true", help="create it paused")
     p.add_argument("--template", metavar="NAME", default=None,
                    help="config template merged into the config (the config wins)")
+    p.add_argument("--config", dest="config_override", action="append", default=[],
+                   metavar="KEY=VALUE", help="set a config key (e.g. searcher.max_length.batches=5); "
+                   "wins over the file; repeatable")
+    p.add_argument("-t", "--test", "--test-mode", dest="test_mode", action="store_true",
+                   help="only have the master check the config and context (validateOnly); "
+                        "nothing is created")
     p.set_defaults(func=create)
 
     p = esub.add_parser("list", aliases=["ls"], help="list experiments")
-    p.add_argument("-a", "--all", action="store_true", help="every user's experiments")
+    p.add_argument("-a", "--all", action="store_true",
+                   help="every user's experiments, archived ones too")
+    p.add_argument("--user", dest="filter_user", action="append", metavar="USERNAME",
+                   help="only this user's experiments (repeatable)")
+    p.add_argument("--state", action="append", metavar="STATE",
+                   help="only experiments in this state (ACTIVE, PAUSED, COMPLETED, CANCELED, "
+                        "ERROR, …; repeatable)")
+    p.add_argument("--name", default=None, help="only experiments whose name contains this")
+    p.add_argument("--label", action="append", metavar="LABEL",
+                   help="only experiments with this label (repeatable: all of them)")
     p.add_argument("--limit", type=int, default=0, help="at most this many")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--offset", type=int, default=0, help="skip this many first")
+    add_output_args(p)
     p.set_defaults(func=list_)
 
     p = esub.add_parser("describe", help="describe an experiment and its trials")
@@ -215,6 +270,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
     p.set_defaults(func=exp_logs)
     _workspaces.add_experiment_parsers(esub)
+    _exp_more.add_experiment_parsers(esub)
 
     t = sub.add_parser("trial", aliases=["t"], help="inspect trials")
     tsub = t.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -227,5 +283,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("trial_id", type=int)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
     p.set_defaults(func=trial_logs)
+    _exp_more.add_trial_parsers(tsub)
 
 

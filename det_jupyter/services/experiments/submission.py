@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     from .service import ExperimentService
     from .templates import TemplateService
     from .views import ExperimentView, Views
+
+
+#: (workspace id, workspace name, workload type, config) -> the config as admitted; raises
+#: InvalidRequest when a config policy or a pool binding refuses it.
+Admit = Callable[[int, str, str, dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,9 @@ class ExperimentSubmission:
     """Checks, prepares and stores submitted experiments."""
 
     def __init__(self, experiments: ExperimentService, views: Views, workspaces: WorkspaceService,
-                 templates: TemplateService, rm: ResourceManager) -> None:
+                 templates: TemplateService, rm: ResourceManager, admit: Admit | None = None) -> None:
         self._experiments = experiments
+        self._admit = admit
         self._views = views
         self._workspaces = workspaces
         self._templates = templates
@@ -103,6 +110,11 @@ class ExperimentSubmission:
         caller.authorize_project(project_id, Perm.CREATE_EXPERIMENT)
         if bad_config is not None:
             raise bad_config
+        if self._admit is not None:  # config policies and pool bindings of the workspace
+            project = self._workspaces.get_project(project_id)
+            admitted = self._admit(project.workspace_id, project.workspace_name, "EXPERIMENT", raw)
+            if admitted is not raw:
+                raw, config_text = admitted, yaml.safe_dump(admitted, sort_keys=False)
         prepared = await loop.run_in_executor(None, functools.partial(
             self._experiments.prepare, config_text, sub.files, validate_only=sub.validate_only, raw=raw,
             unmanaged=sub.unmanaged))

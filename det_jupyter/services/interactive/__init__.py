@@ -8,6 +8,8 @@ Public modules:
 - ``notebooks`` — ``NotebookService``: proxied tasks' readiness, proxy tickets and routes.
 - ``culler`` — ``IdleCuller``: kills a proxied task idle for its ``idle_timeout``.
 - ``tensorboards`` — what the master checks of TensorBoard tasks.
+- ``generic`` — generic tasks (``det task create``): their config and states (pure), and
+  ``GenericTasks`` (create, pause, unpause, kill) on ``CommandService``.
 - ``kinds`` — pure: the kinds of interactive task and what differs between them.
 - ``ssh`` — pure: shells' key pairs, settings and command.
 - ``origins`` — ``ProxyOrigin``: the proxy's own origin.
@@ -18,4 +20,4 @@ Depends on: ``common``, ``accounts``, ``access`` (``RbacService``), ``allocation
 specs); ``det_jupyter.config``; ``experiments`` for types only.
 """
 
-__all__ = ["commands", "culler", "kinds", "notebooks", "origins", "ssh", "tensorboards"]
+__all__ = ["commands", "culler", "generic", "kinds", "notebooks", "origins", "ssh", "tensorboards"]

@@ -33,6 +33,8 @@ from ..common.clock import Clock
 from ..common.identity import MasterIdentity
 from ..common.sealed import SealedError, Sealer, is_sealed
 from ..common.states import AllocState
+from . import generic
+from ._preflight import Preflight
 from .kinds import KINDS, work_dir_mounts
 from .ssh import PRIVATE_KEY
 
@@ -41,8 +43,7 @@ if TYPE_CHECKING:
     from ..experiments.trials import TrialService
 
 DEFAULT_PRIORITY = 42
-_CLI = {"COMMAND": "cmd", **{k: v.cli for k, v in KINDS.items()}}
-_PREFIX = {"COMMAND": "cmd", "NOTEBOOK": "nb"}
+_CLI = {"COMMAND": "cmd", generic.KIND: "task", **{k: v.cli for k, v in KINDS.items()}}
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,8 @@ class CommandService:
         the master's default idle_timeout of notebooks; ``kind_defaults``: other master
         settings the kinds read (``tensorboard_timeout_s``)."""
         self._engine = engine
+        #: (workspace id, its name, workload type, config) -> the config admitted; set by the root.
+        self.admit: Callable[[int, str, str, dict[str, Any]], dict[str, Any]] | None = None
         # Seals what tasks' rows hold that must be replayed (services._sealed). The master
         # passes one whose key is kept in the data dir; without one, a key of this process
         # only (what it sealed does not open after a restart).
@@ -112,13 +115,17 @@ class CommandService:
         self.notebook_root = notebook_root
         self.notebook_timeout_s = notebook_timeout_s
         self.kind_defaults: dict[str, Any] = dict(kind_defaults or {})
+        self.preflight = Preflight()  # the app registers its task Python (_preflight)
 
     def launch(self, user: User, raw_config: Any, files: list[dict] | None = None,
-               kind: str = "COMMAND", workspace_id: int = 1) -> sa.Row:
-        """Queue a task of ``kind``: COMMAND, or a proxied kind of ``_kinds.KINDS``."""
-        extra: dict[str, Any] = {}
-        if isinstance(raw_config, dict):  # a typo is refused, as 0.38.1's strict decode does
-            expconf.check_task_keys(raw_config, kind)
+               kind: str = "COMMAND", workspace_id: int = 1, *, extra: dict[str, Any] | None = None,
+               context: bytes | None = None) -> sa.Row:
+        """Queue a task of ``kind``: COMMAND, GENERIC (``generic.GenericTasks.create``, which
+        passes what the row keeps beyond a command's as ``extra``), or a proxied kind of
+        ``_kinds.KINDS``. ``context``: a context archive already packed (else ``files``')."""
+        extra = dict(extra or {})
+        if isinstance(raw_config, dict) and kind != generic.KIND:  # a typo is refused, as
+            expconf.check_task_keys(raw_config, kind)  # 0.38.1's strict decode does
         if kind in KINDS:
             if not isinstance(raw_config, dict):
                 raise InvalidRequest("config must be an object")
@@ -131,10 +138,15 @@ class CommandService:
                     **self.kind_defaults})
             except ValueError as exc:
                 raise InvalidRequest(str(exc)) from None
-        elif kind != "COMMAND":
+        elif kind not in ("COMMAND", generic.KIND):
             raise InvalidRequest(f"unknown task type {kind!r}")
+        if self.admit is not None and isinstance(raw_config, dict):  # config policies, pool bindings
+            raw_config = self.admit(workspace_id, f"id {workspace_id}", "NTSC", raw_config)
         cfg = CommandConfig.parse(raw_config)
-        task_id = f"{_PREFIX.get(kind, kind.lower())}-{uuid.uuid4()}"
+        # A plain UUID, as 0.38.1's model.NewTaskID(): the stock client takes only those (or
+        # "<experiment>.<uuid>") as whole ids. Older rows' "nb-<uuid>" ids still resolve: every
+        # lookup is by the exact id, and the row's task_type tells the kind.
+        task_id = str(uuid.uuid4())
         if PRIVATE_KEY in extra:  # a shell's: its owner fetches it again, so it is sealed
             extra[PRIVATE_KEY] = self._sealer.seal(extra[PRIVATE_KEY], f"{task_id}:{PRIVATE_KEY}")
         try:
@@ -142,8 +154,9 @@ class CommandService:
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
         pool = self.resources.pool_for(cfg.resource_pool, cfg.slots)
+        self.preflight.check(kind, pool)  # 400 when the task would lack its package
         priority = cfg.priority or self.resources.pools[pool].scheduler.default_priority
-        tgz = expconf.context_to_tgz(files or []) if files else None
+        tgz = context if context is not None else (expconf.context_to_tgz(files or []) if files else None)
         job_id = f"job-{uuid.uuid4()}"
         now = self._clock.now()
         with self._engine.begin() as conn:
@@ -246,6 +259,23 @@ class CommandService:
             return self._allocs.kill(row.allocation_id)
         return None
 
+    def stop_allocation(self, allocation_id: str) -> str | None:
+        """End a task's allocation (a generic task's pause or kill); its exit says the rest."""
+        return self._allocs.kill(allocation_id)
+
+    def set_generic_state(self, task_id: str, state: str) -> None:
+        with self._engine.begin() as conn:
+            store.set_config_key(conn, task_id, generic.STATE, state)
+
+    def resume(self, row: Any) -> None:
+        """A paused generic task's next allocation (``<task>.<n+1>``), from its stored config."""
+        res = row.config["resources"]
+        with self._engine.begin() as conn:
+            store.resumed(conn, row.task_id)
+            self._allocs.request(conn, task_id=row.task_id, trial_id=None, slots=res["slots"],
+                                 priority=row.priority, resource_pool=res["resource_pool"], job_id=row.job_id)
+        self._allocs.schedule_soon()
+
     # -- the AllocationOwner protocol ---------------------------------------------------
 
     def build_specs(
@@ -272,6 +302,12 @@ class CommandService:
         conn: sa.Connection | None = None,
     ) -> None:
         with (self._engine.begin() if conn is None else nullcontext(conn)) as c:
+            row = store.get(c, alloc.task_id)
+            if row is not None and row.task_type == generic.KIND:
+                if row.allocation_id != alloc.allocation_id:
+                    return  # an earlier allocation of a task since unpaused
+                state = generic.after_exit(generic.state_of(row.config), exit_code)
+                store.set_config_key(c, alloc.task_id, generic.STATE, state.value)
             # A reason set when it was killed (e.g. culled as idle) wins over the exit's.
             store.ended(c, alloc.task_id, exit_code, self._clock.now(), reason)
 
