@@ -36,6 +36,7 @@ from .services.common.late import Late
 from .services.common.sealed import Sealer
 from .services.common.signal import Signal
 from .services.experiments.admin import ExperimentAdmin
+from .services.experiments.log_retention import LogRetention
 from .services.experiments.reports import TrialReports
 from .services.experiments.searcher_batch import SearcherBatcher
 from .services.experiments.service import ExperimentService
@@ -133,6 +134,7 @@ class Master:
         self.experiment_admin = ExperimentAdmin(engine, self.rbac, self.workspaces, self.cluster_id,
                                                 on_deleted=self.jobs_changed.fire)
         self.templates = TemplateService(engine, self.rbac.invalidate)
+        self.log_retention = LogRetention(engine, clock)
 
         # -- secrets under the data dir -----------------------------------------------------
         # Replayed secrets are sealed under a key outside the database (services.common.sealed).

@@ -185,6 +185,7 @@ def _live(rest: Client, v: dict[str, str]) -> None:
 def _cluster(rest: Client, v: dict[str, str]) -> None:
     v["agent"] = rest.get("/api/v1/agents")["agents"][0]["id"]
     v["pool"] = rest.get("/api/v1/resource-pools")["resourcePools"][0]["name"]
+    v["bind_pool"] = "matrix-pool"  # compat_matrix's master.yaml: a pool that is not the default
 
 
 def _task_running(rest: Client, v: dict[str, str], key: str, kind: str) -> None:

@@ -256,7 +256,17 @@ def checkpoint_probes(p: Probe, d: Any) -> None:
     call("Checkpoint", "remove_metadata", lambda: ck.remove_metadata(["sdk"]))
     call("Checkpoint", "download", lambda: ck.download(f"{p.tmp}/ck"))
     call("Checkpoint", "write_metadata_file", lambda: ck.write_metadata_file(f"{p.tmp}/m.json"))
-    call("Checkpoint", "get_metrics", ck.get_metrics, check=bool)
+    def linked_metrics() -> Any:
+        # What core_context.experimental.report_task_using_checkpoint() records: a trial that
+        # used the checkpoint (here the finished trial itself), whose metrics get_metrics reads.
+        from determined.common.api import bindings as b
+
+        info = b.v1TrialSourceInfo(checkpointUuid=ck.uuid, trialId=int(sc["t_done"]),
+                                   trialSourceInfoType=b.v1TrialSourceInfoType.INFERENCE)
+        b.post_ReportTrialSourceInfo(d._session, body=b.v1ReportTrialSourceInfoRequest(trialSourceInfo=info))
+        return ck.get_metrics()
+
+    call("Checkpoint", "get_metrics", linked_metrics, check=bool)
     spare = _made(p, "spare_cks", lambda: _spare_checkpoints(p))
     call("Checkpoint", "remove_files", lambda: _pick(spare(), 0).remove_files(["state.json"]),
          timeout=90)
@@ -290,7 +300,16 @@ def model_probes(p: Probe, d: Any) -> None:
     call("Model", "move_to_workspace", lambda: mine().move_to_workspace("matrix-ws"))
     mv = m.get_version()
     call("ModelVersion", "reload", mv.reload)
-    call("ModelVersion", "get_metrics", mv.get_metrics, check=bool)
+    def link_version() -> None:
+        # What core_context.experimental.report_task_using_model_version() records.
+        from determined.common.api import bindings as b
+
+        info = b.v1TrialSourceInfo(checkpointUuid=mv.checkpoint.uuid, trialId=int(sc["t_done"]),
+                                   trialSourceInfoType=b.v1TrialSourceInfoType.INFERENCE,
+                                   modelId=mv.model_id, modelVersion=mv.model_version)
+        b.post_ReportTrialSourceInfo(d._session, body=b.v1ReportTrialSourceInfoRequest(trialSourceInfo=info))
+
+    call("ModelVersion", "get_metrics", lambda: (link_version(), mv.get_metrics())[1], check=bool)
     call("ModelVersion", "iter_metrics", mv.iter_metrics, check=bool)
     call("ModelVersion", "set_name", lambda: mv.set_name("sdk-version"))
     call("ModelVersion", "set_notes", lambda: mv.set_notes("notes from the SDK probe"))
@@ -320,7 +339,7 @@ def workspace_probes(p: Probe, d: Any) -> None:
     call("Project", "archive", lambda: mine().archive())
     call("Project", "unarchive", lambda: mine().unarchive())
     call("Workspace", "delete_project", lambda: ws.delete_project("sdk-proj-2"))
-    pool = ResourcePool(d._session, p.sc["pool"])  # the SDK offers no public constructor
+    pool = ResourcePool(d._session, p.sc.get("bind_pool", p.sc["pool"]))  # the SDK offers no public constructor
     call("ResourcePool", "add_bindings", lambda: pool.add_bindings(["matrix-ws"]))
     call("ResourcePool", "list_workspaces", pool.list_workspaces)
     call("ResourcePool", "replace_bindings", lambda: pool.replace_bindings(["matrix-ws"]))

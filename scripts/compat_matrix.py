@@ -202,7 +202,11 @@ def main() -> int:
         raise SystemExit(f"no stock client at {venv}: pip install determined==0.38.1 there")
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="compat-matrix-"))
-    master = MasterProcess(tmp / "master")
+    # A second pool, empty, that workspaces may be bound to (the default pool cannot be).
+    (tmp / "master.yaml").write_text(
+        "resource_manager: {default_compute_resource_pool: default, default_aux_resource_pool: default}\n"
+        "resource_pools: [{pool_name: default}, {pool_name: matrix-pool}]\n")
+    master = MasterProcess(tmp / "master", extra_args=["--config", str(tmp / "master.yaml")])
     try:
         master.start()
         work = tmp / "work"

@@ -206,6 +206,24 @@ class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
                 tar.extractall(tmp, filter="data")
             return self.create_experiment(config, tmp, activate=activate)
 
+    def continue_experiment(self, experiment_id: int,
+                            override_config: dict[str, Any] | str | None = None) -> Experiment:
+        """Train a finished experiment on (what ``det e continue`` does): ``override_config``
+        (a mapping or YAML text, e.g. ``{"searcher": {"max_length": {"batches": 40}}}``) is
+        merged onto its config, and its trial resumes from its latest checkpoint. Only a
+        single-trial experiment takes an override; a grid or random search that did not
+        complete re-runs its unfinished trials. ``BadRequest``/``Conflict`` say why not."""
+        if override_config is None:
+            text = "{}"
+        elif isinstance(override_config, str):
+            text = override_config
+        else:
+            text = yaml.safe_dump(override_config, sort_keys=False)
+        body = self._session.post("/api/v1/experiments/continue",
+                                  {"id": int(experiment_id), "overrideConfig": text})
+        exp = body["experiment"]
+        return Experiment(self._session, exp["id"], exp)
+
     def task_logs(self, task_id: str, *, follow: bool = False) -> Iterator[str]:
         """Any task's log lines (a TensorBoard's, a command's, …), without the newline."""
         params = {"follow": "true"} if follow else None

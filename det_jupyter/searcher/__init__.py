@@ -11,6 +11,7 @@ from ._base import Searcher
 from ._brackets import BracketSpec, make_brackets, max_rungs, rung_units
 from ._factory import make_searcher
 from ._hparams import grid_points, grid_size, sample
+from ._preview import TrialSummary, preview
 
 __all__ = [
     "Action",
@@ -21,11 +22,13 @@ __all__ = [
     "SearcherError",
     "Shutdown",
     "Stop",
+    "TrialSummary",
     "grid_points",
     "grid_size",
     "make_brackets",
     "make_searcher",
     "max_rungs",
+    "preview",
     "rung_units",
     "sample",
 ]

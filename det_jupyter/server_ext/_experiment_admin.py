@@ -54,6 +54,63 @@ class ExperimentArchiveHandler(DetHandler):
         self.send({})
 
 
+class ExperimentTensorboardFilesHandler(DetHandler):
+    """``DELETE /api/v1/experiments/{id}/tensorboard-files`` (``det e delete-tb-files``): who may
+    edit the experiment (0.38.1 asks only for a login)."""
+
+    permissions = {"DELETE": Perm.UPDATE_EXPERIMENT}
+
+    @api()
+    def delete(self, exp_id: str) -> None:
+        if isinstance(self.principal, AllocationPrincipal):
+            raise Forbidden("a task's allocation token cannot delete TensorBoard files")
+        self.authorize_experiment(int(exp_id))
+        self.master.experiment_admin.delete_tensorboard_files(int(exp_id))
+        self.send({})
+
+
+class ExperimentRetainLogsHandler(DetHandler):
+    """``PUT /api/v1/experiments/{id}/retain_logs`` (``det e set log-retention``): an ended
+    experiment's trial logs kept ``numDays`` after each trial ended (-1: forever)."""
+
+    permissions = {"PUT": Perm.UPDATE_EXPERIMENT}
+
+    @api(body=obj(("numDays",), experimentId=echo(ident(), "exp_id"), numDays=integer(-1, 32767)),
+         body_required=True, errors=(409,))
+    def put(self, exp_id: str) -> None:
+        if isinstance(self.principal, AllocationPrincipal):
+            raise Forbidden("a task's allocation token cannot change log retention")
+        self.authorize_experiment(int(exp_id))
+        self.master.log_retention.set_for_experiment(int(exp_id), self.body_json()["numDays"])
+        self.send({})
+
+
+class TrialRetainLogsHandler(DetHandler):
+    """``PUT /api/v1/trials/{id}/retain_logs`` (``det trial set log-retention``)."""
+
+    permissions = {"PUT": Perm.UPDATE_EXPERIMENT}
+
+    @api(body=obj(("numDays",), trialId=echo(ident(), "trial_id"), numDays=integer(-1, 32767)),
+         body_required=True)
+    def put(self, trial_id: str) -> None:
+        if isinstance(self.principal, AllocationPrincipal):
+            raise Forbidden("a task's allocation token cannot change log retention")
+        self.authorize_trial(int(trial_id))
+        self.master.log_retention.set_for_trial(int(trial_id), self.body_json()["numDays"])
+        self.send({})
+
+
+class CleanupLogsHandler(DetHandler):
+    """``POST /api/v1/cleanup_logs`` (``det task cleanup-logs``, cluster admins): delete the
+    logs of ended trials past their retention now; ``removedCount`` log lines."""
+
+    permissions = {"POST": Perm.EDIT_MASTER_CONFIG}
+
+    @api()
+    def post(self) -> None:
+        self.send({"removedCount": str(self.master.log_retention.cleanup())})
+
+
 class ExperimentMoveHandler(DetHandler):
     """``{destinationProjectId}``: change rights on the experiment, create rights where it goes."""
 

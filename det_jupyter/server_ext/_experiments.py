@@ -200,6 +200,23 @@ class ExperimentVerbHandler(DetHandler):
         self.send({})
 
 
+class ExperimentContinueHandler(DetHandler):
+    """``POST /api/v1/experiments/continue`` (``det e continue``, 0.38.1's
+    ``ContinueExperiment``): a finished experiment trains on with ``overrideConfig`` (YAML)
+    merged onto its config; needs the right to edit it."""
+
+    max_body = MAX_BODY
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
+
+    @api(body=obj(("id",), id=ident(), overrideConfig=string(MAX_BODY)), body_required=True, errors=(409,))
+    async def post(self) -> None:
+        body = await self.body_json_async()
+        eid = int(body["id"])
+        get_view(self, eid)
+        view = await self.master.submission.continue_experiment(self.access, eid, body.get("overrideConfig") or "")
+        self.send({"experiment": exp_json(view)})
+
+
 class ExperimentTrialsHandler(DetHandler):
     """``GET /api/v1/experiments/{id}/trials`` (``Experiment.list_trials``, ``det e
     list-trials``): sorted by ``sortBy`` and paged as 0.38.1 does (``services._trial_list``),

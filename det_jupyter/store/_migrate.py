@@ -256,6 +256,12 @@ def _v15_pools_and_policies(conn: sa.Connection) -> None:
     t.config_policies.create(conn, checkfirst=True)
 
 
+def _v16_log_retention(conn: sa.Connection) -> None:
+    """trials.log_retention_days (``det e set log-retention``, ``det task cleanup-logs``)."""
+    if "log_retention_days" not in {c["name"] for c in sa.inspect(conn).get_columns("trials")}:
+        conn.execute(sa.text("ALTER TABLE trials ADD COLUMN log_retention_days INTEGER"))
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -272,6 +278,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (13, _v13_cluster_messages),
     (14, _v14_trial_source_infos),
     (15, _v15_pools_and_policies),
+    (16, _v16_log_retention),
 ]
 
 

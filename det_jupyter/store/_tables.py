@@ -200,6 +200,9 @@ trials = sa.Table(
     sa.Column("external_trial_id", sa.String(255)),
     sa.Column("last_activity", sa.Float),
     sa.Index("ix_trials_external_id", "experiment_id", "external_trial_id", unique=True),
+    # Migration 16: days its logs are kept after it ends (det e set log-retention); None: the
+    # experiment config's retention_policy, else forever. -1: forever.
+    sa.Column("log_retention_days", sa.Integer),
 )
 
 allocations = sa.Table(

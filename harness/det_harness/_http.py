@@ -48,7 +48,8 @@ def _error_message(raw: bytes) -> str:
 class Session:
     """Requests to the master with the allocation token header of Determined's TaskSession."""
 
-    def __init__(self, master_url: str, token: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, master_url: str, token: str, *, timeout: float = 30.0,
+                 user_token: bool = False) -> None:
         parsed = urllib.parse.urlsplit(master_url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"master URL {master_url!r} must look like http://host:port")
@@ -56,10 +57,12 @@ class Session:
         self._host = parsed.hostname
         self._port = parsed.port
         self._prefix = parsed.path.rstrip("/")
-        self._headers = {
-            "Content-Type": "application/json",
-            "Grpc-Metadata-x-allocation-token": f"Bearer {token}",
-        }
+        self._headers = {"Content-Type": "application/json"}
+        if user_token:  # a user's own token (core.track()), as the CLI sends it
+            if token:
+                self._headers["Authorization"] = f"Bearer {token}"
+        else:
+            self._headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {token}"
         self._timeout = timeout
         self._local = threading.local()
 

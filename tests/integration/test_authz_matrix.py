@@ -259,6 +259,7 @@ def _cases(w: World) -> list[Case]:
 
 def _delete_rank(template: str) -> int:
     for i, part in enumerate(("/webhooks/", "/versions/", "/models/", "/templates/", "/checkpoints", "/labels/",
+                              "/tensorboard-files",
                               "/experiments/",
                               "/projects/", "/config-policies/", "/workspaces/", "/groups/", "/tokens/", "/users/")):
         if part in template:

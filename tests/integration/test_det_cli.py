@@ -294,6 +294,40 @@ def test_experiment_set_label_and_fork(env: dict[str, str], finished_exp: tuple[
     assert [r["steps_completed"] for r in steps] == [1, 2, 3, 4]  # the forked config, the parent's code
 
 
+def test_experiment_continue(env: dict[str, str], tmp_path: Path) -> None:
+    """``det e continue ID --config searcher.max_length.batches=N -f``: the finished trial
+    resumes from its checkpoint and trains on to N; what cannot change is refused."""
+    import yaml
+
+    cfg = yaml.safe_load(counter_config(length="searcher", sleep=0.01, ckpt_every=2))
+    cfg["searcher"]["max_length"] = {"batches": 3}
+    config = tmp_path / "continue.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    created = re.search(r"Created experiment (\d+)", det(env, "e", "create", str(config), str(COUNTER), "-f").stdout)
+    assert created
+    exp_id = created.group(1)
+    desc = json.loads(det(env, "e", "describe", exp_id, "--json").stdout)
+    assert desc["experiment"]["state"] == "STATE_COMPLETED"
+    old_length = desc["experiment"]["config"]["searcher"]["max_length"]["batches"]
+    trial_id = str(desc["trials"][0]["id"])
+    ckpts = json.loads(det(env, "t", "lc", trial_id, "--json").stdout)
+    resumed_at = max(int(c["metadata"]["steps_completed"]) for c in ckpts)
+    new_length = old_length + 3
+
+    out = det(env, "e", "continue", exp_id, "--config", f"searcher.max_length.batches={new_length}", "-f",
+              timeout=180).stdout
+    assert f"Continued experiment {exp_id}" in out
+    assert f"run 2 starting at step {resumed_at}" in out
+    assert f"Experiment {exp_id} ended COMPLETED" in out
+    desc = json.loads(det(env, "e", "describe", exp_id, "--json").stdout)
+    assert desc["experiment"]["config"]["searcher"]["max_length"] == {"batches": new_length}
+    steps = json.loads(det(env, "t", "metrics", trial_id, "--json").stdout)["training"]
+    assert [r["steps_completed"] for r in steps] == list(range(1, new_length + 1))
+
+    moved = det(env, "e", "continue", exp_id, "--config", "workspace=elsewhere", ok=False)
+    assert moved.returncode == 1 and "'workspace'" in moved.stderr and len(moved.stderr.strip().splitlines()) == 1
+
+
 def test_trial_kill(env: dict[str, str], tmp_path: Path) -> None:
     import time
 

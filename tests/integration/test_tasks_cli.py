@@ -123,7 +123,13 @@ def test_cmd_run_prints_the_output_and_exits_with_its_code(env: dict[str, str], 
     listed = det(env, "cmd", "list").stdout
     row = next(line for line in listed.splitlines() if line.startswith(cmd_id))
     assert "TERMINATED" in row and "exited with code 3" in row
-    assert "hello from the cluster hi" in det(env, "cmd", "logs", cmd_id).stdout.splitlines()
+    full = det(env, "cmd", "logs", cmd_id).stdout.splitlines()
+    assert "hello from the cluster hi" in full and len(full) >= 2
+    assert det(env, "cmd", "logs", cmd_id, "--head", "1").stdout.splitlines() == full[:1]
+    assert det(env, "cmd", "logs", cmd_id, "--tail", "2").stdout.splitlines() == full[-2:]
+    assert det(env, "cmd", "logs", cmd_id, "--tail", "2", "-f").stdout.splitlines() == full[-2:]
+    both = det(env, "cmd", "logs", cmd_id, "--head", "1", "--tail", "1", ok=False)
+    assert both.returncode == 2 and "not allowed with" in both.stderr
     missing = det(env, "cmd", "kill", "cmd-nope", ok=False)
     assert missing.returncode == 1 and "not found" in missing.stderr
     empty = det(env, "cmd", "run", ok=False)

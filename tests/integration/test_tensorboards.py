@@ -171,6 +171,9 @@ def test_det_tensorboard_start_list_kill(cluster: MasterProcess, experiment: tup
     assert re.search(r"This tensorboard (is stopping|has ended)", str(refused.value.body)), refused.value
     wait_for(lambda: state(client, tb_id) == "STATE_TERMINATED", timeout=60,
              what=f"tensorboard {tb_id} killed")
+    logs = det("tensorboard", "logs", tb_id).splitlines()
+    assert logs and any("TensorBoard" in line for line in logs), logs
+    assert det("tensorboard", "logs", tb_id, "--tail", "1").splitlines() == logs[-1:]
 
 
 def test_the_tensorboards_token_reads_its_trials_only(cluster: MasterProcess,

@@ -1,4 +1,4 @@
-"""``det experiment list-checkpoints|download|fork|set|label`` and
+"""``det experiment list-checkpoints|download|fork|continue|set|label`` and
 ``det trial kill|list-checkpoints|download|metrics``: the stock 0.38.1 shapes."""
 
 from __future__ import annotations
@@ -84,6 +84,19 @@ def exp_fork(args: argparse.Namespace) -> int:
     config = _config_from(args, parent.config)
     exp = client.fork_experiment(parent.id, config, activate=not args.paused)
     print(f"Created experiment {exp.id} (forked from {parent.id})", flush=True)
+    if args.follow_first_trial:
+        from .experiments import _follow
+
+        return _follow(client, exp)
+    return 0
+
+
+def exp_continue(args: argparse.Namespace) -> int:
+    """``det e continue``: the override (``--config-file``, ``--config`` on top) merged onto
+    the finished experiment's config by the master, which resumes its trial."""
+    client = connect(args)
+    exp = client.continue_experiment(args.experiment_id, _config_from(args, {}))
+    print(f"Continued experiment {exp.id}", flush=True)
     if args.follow_first_trial:
         from .experiments import _follow
 
@@ -237,6 +250,12 @@ def add_experiment_parsers(esub: Any) -> None:
     _config_args(p)
     p.add_argument("--paused", action="store_true", help="create it paused")
     p.set_defaults(func=exp_fork)
+
+    p = esub.add_parser("continue", help="train a finished experiment on (e.g. to a longer "
+                                         "searcher.max_length), resuming from its latest checkpoint")
+    p.add_argument("experiment_id", type=int)
+    _config_args(p)
+    p.set_defaults(func=exp_continue)
 
     s = esub.add_parser("set", help="set an experiment's attributes")
     ssub = s.add_subparsers(dest="attribute", metavar="ATTRIBUTE", required=True)

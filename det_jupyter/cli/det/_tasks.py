@@ -138,10 +138,38 @@ def kill(args: argparse.Namespace) -> int:
 
 
 def logs(args: argparse.Namespace) -> int:
-    task = _get(args)
-    for line in task.logs(follow=args.follow):
+    return print_logs(_get(args), args)
+
+
+def print_logs(task: Task, args: argparse.Namespace) -> int:
+    """A task's log lines: all, the first ``--head`` or the last ``--tail``; ``-f`` follows."""
+    head, tail = getattr(args, "head", None), getattr(args, "tail", None)
+    if (head is not None and head < 0) or (tail is not None and tail < 0):
+        raise CommandError("--head and --tail take a number of lines (0 or more)")
+    if tail is not None:
+        import collections
+
+        so_far = list(task.logs(follow=False))
+        for line in collections.deque(so_far, maxlen=tail) if tail else ():
+            print(line, flush=args.follow)
+        if args.follow:  # then what comes after the lines read so far
+            for n, line in enumerate(task.logs(follow=True)):
+                if n >= len(so_far):
+                    print(line, flush=True)
+        return 0
+    lines = task.logs(follow=args.follow)
+    for n, line in enumerate(lines):
+        if head is not None and n >= head:
+            break
         print(line, flush=args.follow)
     return 0
+
+
+def add_logs_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--head", type=int, metavar="N", help="only the first N lines")
+    which.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
 
 
 def set_priority(args: argparse.Namespace) -> int:
@@ -210,7 +238,7 @@ def _common_verbs(sub: Any, kind: str) -> None:
     p.set_defaults(func=kill, kind=kind)
     p = sub.add_parser("logs", help=f"a {kind}'s logs")
     p.add_argument("task_id")
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+    add_logs_args(p)
     p.set_defaults(func=logs, kind=kind)
     s = sub.add_parser("set", help=f"change a {kind}'s settings")
     ssub = s.add_subparsers(dest="setting", metavar="SETTING", required=True)

@@ -8,7 +8,7 @@ from typing import Any
 from det_jupyter.client.tensorboards import Tensorboard, launch_tensorboard, list_tensorboards
 
 from ._table import format_table
-from ._tasks import _config, follow_launch, open_task
+from ._tasks import _config, add_logs_args, follow_launch, open_task, print_logs
 from .common import CommandError, connect, print_json, short_time
 
 HEADERS = ["ID", "Owner", "Experiments", "Trials", "State", "Start Time", "Exit Status"]
@@ -54,6 +54,10 @@ def kill(args: argparse.Namespace) -> int:
     return 0
 
 
+def logs(args: argparse.Namespace) -> int:
+    return print_logs(_get(args), args)
+
+
 def add_parsers(sub: Any) -> None:
     tb = sub.add_parser("tensorboard", help="TensorBoard over experiments' and trials' metrics")
     tsub = tb.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -81,3 +85,7 @@ def add_parsers(sub: Any) -> None:
     p = tsub.add_parser("kill", help="kill a TensorBoard")
     p.add_argument("task_id")
     p.set_defaults(func=kill)
+    p = tsub.add_parser("logs", help="a TensorBoard's logs")
+    p.add_argument("task_id")
+    add_logs_args(p)
+    p.set_defaults(func=logs)

@@ -115,6 +115,17 @@ class ExperimentAdmin:
         self._on_deleted()
         _purge.remove_dirs_soon(doomed)  # the answer does not wait on the disk
 
+    def delete_tensorboard_files(self, exp_id: int) -> bool:
+        """Remove the experiment's TensorBoard files from its checkpoint storage (``det e
+        delete-tb-files``); whether there were any. Its metrics and checkpoints stay."""
+        with self._reader.connect() as conn:
+            self._row(conn, exp_id)
+            config = store.config(conn, exp_id)
+        root = _purge.storage_root((config or {}).get("checkpoint_storage"))
+        if root is None:
+            return False
+        return _purge.remove_dirs([_purge.tensorboard_dir(root, self._cluster_id, exp_id)]) > 0
+
     # -- bulk -------------------------------------------------------------------------------
 
     def bulk(self, action: str, grants: Grants, perm: Perm, project_id: int, ids: tuple[int, ...],

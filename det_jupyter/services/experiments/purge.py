@@ -87,16 +87,20 @@ def purge_experiments(conn: sa.Connection, exp_ids: Sequence[int], cluster_id: s
         trials = store.trials(conn, ids)
         trial_ids = [tr.id for tr in trials]
         doomed += _checkpoint_dirs(conn, ids, trial_ids, configured)
-        for exp_id, root in configured.items():
-            if root is not None:
-                doomed.append(Doomed(os.path.join(root, cluster_id, "tensorboard", "experiment",
-                                                  str(exp_id)), root))
+        doomed += [tensorboard_dir(root, cluster_id, exp_id) for exp_id, root in configured.items()
+                   if root is not None]
         for tids in chunks(trial_ids):
             store.delete_of_trials(conn, tids)
         for tasks in chunks([tr.task_id for tr in trials]):
             store.delete_task_logs(conn, tasks)
         store.delete_experiments(conn, ids, [e.job_id for e in exps])
     return doomed
+
+
+def tensorboard_dir(root: str, cluster_id: str, exp_id: int) -> Doomed:
+    """Where an experiment's TensorBoard files lie in its checkpoint storage (0.38.1's layout:
+    ``<storage>/<cluster id>/tensorboard/experiment/<id>``)."""
+    return Doomed(os.path.join(root, cluster_id, "tensorboard", "experiment", str(exp_id)), root)
 
 
 def _checkpoint_dirs(conn: sa.Connection, exp_ids: list[int], trial_ids: list[int],

@@ -19,13 +19,15 @@ import sqlalchemy as sa
 from ... import config as expconf
 from ... import names as _names
 from ... import searcher as search
-from ...errors import Conflict, InvalidRequest, NotFound
+from ...errors import Conflict, InvalidConfig, InvalidRequest, NotFound
 from ...store import experiments as store
 from ...store import reader
+from ...store import trials as trial_store
 from ..accounts.auth import User
 from ..common.clock import Clock
 from ..common.late import Late
 from ..common.states import STOPPING, STOPPING_END, TERMINAL, State, can_transition
+from . import continuation
 from ._warm_start import warm_start_checkpoint
 from .preparation import MAX_EXPERIMENT_NAME, PreparedExperiment, job_values, prepare
 from .searcher_log import SearcherEvent, SearcherLog
@@ -91,6 +93,21 @@ class ExperimentService:
         """``preparation.prepare`` with this master's defaults: safe in a thread."""
         return prepare(config_text, files, self._defaults, validate_only=validate_only, raw=raw,
                        unmanaged=unmanaged)
+
+    def preview_search(self, raw: Any) -> dict[str, Any]:
+        """``v1SearchSummary`` of a config (a mapping, as ``det preview-search`` sends it): the
+        searcher section with its defaults and how many trials train how far. InvalidConfig
+        names what is wrong; no entrypoint is needed (0.38.1 previews a partial config)."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("searcher"), dict):
+            raise InvalidConfig("invalid experiment configuration; missing searcher", field="searcher")
+        prepared = self.prepare("", [], validate_only=True, raw=raw, unmanaged=True)
+        config = prepared.config
+        try:
+            plan = search.preview(config["searcher"], config["hyperparameters"])
+        except ValueError as exc:
+            raise InvalidConfig(f"searcher: {exc}", field="searcher") from exc
+        return {"config": {k: v for k, v in config["searcher"].items() if v is not None},
+                "trials": [t.to_wire() for t in plan]}
 
     def store(self, user: User, prepared: PreparedExperiment, *, activate: bool = True,
               project_id: int | None = None) -> int:
@@ -203,6 +220,49 @@ class ExperimentService:
         self.trials.flush()
         self.trials.resume_all(exp_id)
         self.on_change()
+
+    def continue_search(self, exp_id: int, config: dict[str, Any]) -> None:
+        """0.38.1's ``ContinueExperiment`` once the override is merged and checked (``config``,
+        expanded: ``continuation.merge_override`` then ``prepare``): a finished experiment
+        takes ``config`` and goes back to ACTIVE, its unfinished trials (a single searcher's
+        trial always) resuming from their latest checkpoints with their restarts zeroed.
+        Conflict when it is not over, or is a search that completed every trial."""
+        exp = self.get(exp_id)
+        _managed(exp, "continue")
+        try:
+            plan = self._continue_in_db(exp_id, config)
+        except Exception:
+            self._log.forget(exp_id)  # the searcher it put may be ahead of the rolled-back DB
+            self.trials.forget_config(exp_id)
+            raise
+        self.trials.flush()
+        self.activate(exp_id)
+        if plan.shutdown:
+            self.maybe_finish(exp_id)
+
+    def _continue_in_db(self, exp_id: int, config: dict[str, Any]) -> continuation.Resumption:
+        """``continue_search``'s checks and writes, in one transaction; the plan it carried out."""
+        with self._engine.begin() as conn:
+            state = State(store.state(conn, exp_id))
+            if state not in TERMINAL:
+                raise Conflict(continuation.not_terminal_message(state.value))
+            trials = {t.request_id: t for t in trial_store.of_experiment_not_in(conn, exp_id, [])}
+            single = config["searcher"]["name"] == "single"
+            if state == State.COMPLETED and not single and all(
+                    t.state == State.COMPLETED.value for t in trials.values()):
+                raise Conflict(continuation.HP_SEARCH_COMPLETED)
+            plan = continuation.resume_search(config, {rid: t.state for rid, t in trials.items()})
+            # PAUSED first, as 0.38.1 does, then activated below like any paused experiment.
+            store.update(conn, exp_id, config=config, state=State.PAUSED.value, progress=0.0, end_time=None,
+                         searcher_started=True, searcher_shutdown=plan.shutdown)
+            self.trials.forget_config(exp_id)
+            self.trials.rerun(conn, [trials[rid].id for rid in plan.rerun])
+            paused: Any = SimpleNamespace(id=exp_id, state=State.PAUSED.value, config=config)
+            for action in plan.create:
+                self.trials.create(conn, paused, action)
+            self._log.put(exp_id, plan.searcher)
+            self._log.save(conn, exp_id, force=True)  # its past is now the snapshot
+        return plan
 
     def cancel(self, exp_id: int) -> None:
         self._stop(exp_id, State.STOPPING_CANCELED, graceful=True)

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ...config import merge_template, parse_yaml
-from ...errors import DetError
+from ...errors import Conflict, DetError
 from ..access.authz import Perm
+from . import continuation
 from .service import PreparedExperiment
 
 if TYPE_CHECKING:
@@ -140,6 +141,25 @@ class ExperimentSubmission:
         res = prepared.config.get("resources") or {}
         warnings = self._rm.launch_warnings(res.get("resource_pool") or "", int(res.get("slots_per_trial", 1)))
         return Submitted(prepared, project_id, view, warnings)
+
+    async def continue_experiment(self, caller: Caller, exp_id: int, override_text: str) -> ExperimentView:
+        """``det e continue`` (0.38.1's ``ContinueExperiment``): the override merged onto the
+        experiment's config (``continuation.merge_override``), admitted and checked as a
+        create's config is, then the search continued (``ExperimentService.continue_search``).
+        The caller's right to edit the experiment is the handler's check."""
+        exp = self._experiments.get(exp_id)
+        if exp.unmanaged:  # before its config is checked: it has no entrypoint to check
+            raise Conflict(f"cannot continue experiment {exp_id}: it is unmanaged (its trials run outside the "
+                           "cluster, in the process that reports them)")
+        merged = continuation.merge_override(exp.config, override_text)
+        if self._admit is not None:  # config policies and pool bindings of its workspace
+            project = self._workspaces.get_project(exp.project_id)
+            merged = self._admit(project.workspace_id, project.workspace_name, "EXPERIMENT", merged)
+        loop = asyncio.get_running_loop()
+        prepared = await loop.run_in_executor(None, functools.partial(
+            self._experiments.prepare, yaml.safe_dump(merged, sort_keys=False), [], raw=merged))
+        self._experiments.continue_search(exp_id, prepared.config)
+        return self._view(exp_id)
 
     def _view(self, exp_id: int) -> ExperimentView:
         view = self._views.experiment(exp_id)

@@ -179,6 +179,18 @@ class TrialService:
                     self._request(conn, trial.id, config)
         self.flush()
 
+    def rerun(self, conn: sa.Connection, trial_ids: Sequence[int]) -> None:
+        """Make finished trials of a continued experiment (``ExperimentService.continue_search``)
+        PAUSED again, their restarts zeroed, as 0.38.1 does: the experiment's activation
+        resumes them from their latest checkpoints."""
+        for trial_id in trial_ids:
+            store.update(conn, trial_id, state=State.PAUSED.value, restarts=0, end_time=None,
+                         searcher_stopped=False, early_exit=None)
+
+    def forget_config(self, exp_id: int) -> None:
+        """Drop the cached config of an experiment whose config changed (continued)."""
+        self._configs.pop(exp_id, None)
+
     def stop_all(self, exp_id: int, target: State, *, graceful: bool) -> None:
         with self._engine.begin() as conn:
             for trial in store.of_experiment_not_in(conn, exp_id, [s.value for s in TERMINAL]):

@@ -7,6 +7,7 @@ from ._context import Context, init
 from ._distributed import DistributedContext
 from ._preempt import LocalPreemptContext, PreemptContext
 from ._searcher import SearcherContext, SearcherOperation
+from ._track import TrackedRun, track
 from ._train import LocalTrainContext, TrainContext
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "PreemptContext",
     "SearcherContext",
     "SearcherOperation",
+    "TrackedRun",
     "TrainContext",
     "init",
+    "track",
 ]

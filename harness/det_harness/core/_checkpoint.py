@@ -239,7 +239,7 @@ class CheckpointContext:
                            "acknowledged (the master is slow or unreachable)", storage_id)
         body = {
             "uuid": storage_id,
-            "allocationId": self._allocation_id,
+            "allocationId": self._allocation_id or None,  # none for a tracked run
             "taskId": self._task_id,
             "metadata": metadata,
             "resources": resources,

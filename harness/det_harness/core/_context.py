@@ -39,6 +39,8 @@ class Context:
         hparams: dict[str, Any],
         shipper: Any = None,
         session: Any = None,
+        run: Any = None,
+        on_close: Any = None,
     ) -> None:
         self.train = train
         self.checkpoint = checkpoint
@@ -49,6 +51,9 @@ class Context:
         self.hparams = hparams
         self._shipper = shipper
         self._session = session
+        #: a tracked run's ids and link (``core.track()``); None in a task or off-cluster
+        self.run = run
+        self._on_close = on_close  # called with the block's exception (or None) once closed
         self._closed = False
 
     def __enter__(self) -> Context:
@@ -61,7 +66,7 @@ class Context:
         exc_val: BaseException | None,
         exc_tb: types.TracebackType | None,
     ) -> None:
-        self.close()
+        self.close(error=exc_val)
         if isinstance(exc_val, InvalidHP):
             # Determined's contract: an invalid-hparams trial exits 0 after telling the searcher.
             self.train.report_early_exit("EXITED_REASON_INVALID_HP")
@@ -70,7 +75,7 @@ class Context:
                   "exiting with code 0", file=sys.stderr, flush=True)
             sys.exit(0)
 
-    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+    def close(self, timeout: float = CLOSE_TIMEOUT, error: BaseException | None = None) -> None:
         """Stop the watcher, wait (at most ``timeout`` s) until queued metrics are acked, and
         close the collective sockets of ``distributed``."""
         if self._closed:
@@ -80,6 +85,8 @@ class Context:
         if self._shipper is not None:
             self._shipper.close(timeout)
         self.distributed.close()
+        if self._on_close is not None:
+            self._on_close(error)
 
 
 def _local(hparams: dict | None, checkpoint_storage: Any, max_length: int | None,
