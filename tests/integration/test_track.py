@@ -21,9 +21,12 @@ _RUN = r"""
 import json, os, sys
 import det_harness as det
 
-mode, storage, external = sys.argv[1], sys.argv[2], (sys.argv[3] if len(sys.argv) > 3 else None)
+mode, storage = sys.argv[1], sys.argv[2]
+external = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None
+project = int(sys.argv[4]) if len(sys.argv) > 4 else None
 with det.core.track("tracked-run", hparams={"lr": 0.1, "layers": 2}, checkpoint_storage=storage,
-                    labels=["notebook"], external_id=external, metric="val_loss") as core:
+                    labels=["notebook"], external_id=external, metric="val_loss",
+                    project_id=project) as core:
     run = core.run
     start = run.steps_completed
     restored = None
@@ -103,3 +106,16 @@ def test_without_a_login_or_with_a_bad_token_it_says_what_to_do(master: MasterPr
     assert out is None and "not logged in" in err and "det user login" in err
     out, err = _run(master, tmp_path, "ok", str(tmp_path / "ck"), token="not-a-token", ok=False)
     assert out is None and "the master refused the run" in err and "401" in err
+
+
+def test_a_user_tracks_only_where_they_may_create(master: MasterProcess, tmp_path: Path) -> None:
+    admin = master.admin()
+    ws = admin.post("/api/v1/workspaces", {"name": "track-private"})["workspace"]["id"]
+    project = admin.post(f"/api/v1/workspaces/{ws}/projects", {"name": "tp", "workspaceId": ws})["project"]["id"]
+    admin.post("/api/v1/users", {"user": {"username": "tracker", "active": True}, "password": "Tracker-Passw0rd"})
+    token = master.login("tracker", "Tracker-Passw0rd")
+    out, err = _run(master, tmp_path, "ok", str(tmp_path / "ck"), "", str(project), token=token, ok=False)
+    assert out is None and "the master refused the run" in err and "404" in err
+    mine, _ = _run(master, tmp_path, "ok", str(tmp_path / "ck"), token=token)  # Uncategorized: an Editor
+    exp = admin.get(f"/api/v1/experiments/{mine['exp']}")["experiment"]
+    assert exp["username"] == "tracker"
