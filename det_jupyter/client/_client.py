@@ -191,6 +191,16 @@ class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
         body = self._session.request("GET", "/api/v1/experiments", params=params)
         return [Experiment(self._session, e["id"], e) for e in body.get("experiments") or []]
 
+    def preview_search(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The training plan of ``config`` without creating anything (``det preview-search``):
+        ``{"config": the searcher section with its defaults, "trials": [{"count", "unit"}]}``."""
+        return dict(self._session.post("/api/v1/preview-hp-search", {"config": config})["summary"])
+
+    def cleanup_logs(self) -> int:
+        """Delete the logs of ended trials past their retention (cluster admins); how many
+        log lines went."""
+        return int(self._session.post("/api/v1/cleanup_logs")["removedCount"])
+
     def fork_experiment(self, experiment_id: int, config: dict[str, Any],
                         *, activate: bool = True) -> Experiment:
         """A new experiment with ``config`` and the context directory of experiment

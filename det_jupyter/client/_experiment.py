@@ -195,6 +195,16 @@ class Experiment:
                                                {"resources": res})["experiment"]
         return self
 
+    def set_log_retention(self, days: int) -> None:
+        """Keep the (ended) experiment's trial logs ``days`` after each trial ended; -1:
+        forever. ``det task cleanup-logs`` deletes what has expired."""
+        self._session.request("PUT", f"/api/v1/experiments/{self.id}/retain_logs",
+                              {"experimentId": self.id, "numDays": int(days)})
+
+    def delete_tensorboard_files(self) -> None:
+        """Remove the experiment's TensorBoard files from its checkpoint storage."""
+        self._session.request("DELETE", f"/api/v1/experiments/{self.id}/tensorboard-files")
+
     def add_label(self, label: str) -> list[str]:
         """Add a label; returns the experiment's labels now."""
         path = f"/api/v1/experiments/{self.id}/labels/{quote(label, safe='')}"

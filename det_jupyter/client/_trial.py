@@ -287,6 +287,11 @@ class Trial:
         self._session.post(f"/api/v1/trials/{self.id}/kill")
         return self.reload()
 
+    def set_log_retention(self, days: int) -> None:
+        """Keep this trial's logs ``days`` after it ends; -1: forever."""
+        self._session.request("PUT", f"/api/v1/trials/{self.id}/retain_logs",
+                              {"trialId": self.id, "numDays": int(days)})
+
     def scored_checkpoints(self) -> tuple[list[tuple[Checkpoint, float | None]], bool]:
         """Completed checkpoints, each with the searcher metric validated at its step, and
         whether smaller is better."""

@@ -352,3 +352,32 @@ def test_trial_kill(env: dict[str, str], tmp_path: Path) -> None:
     assert state == "STATE_CANCELED"
     missing = det(env, "t", "kill", "987654", ok=False)
     assert missing.returncode == 1 and "987654" in missing.stderr
+
+
+def test_preview_search_log_retention_and_tb_files(env: dict[str, str], finished_exp: tuple[int, str],
+                                                  tmp_path: Path) -> None:
+    exp_id, _ = finished_exp
+    asha = tmp_path / "asha.yaml"  # the plan of tests/unit/test_search_preview.py, worked by hand
+    asha.write_text("hyperparameters: {lr: {type: double, minval: 0.001, maxval: 0.1}}\n"
+                    "searcher: {name: adaptive_asha, metric: loss, max_trials: 16, time_metric: batches, "
+                    "max_time: 1000}\n")
+    out = det(env, "preview-search", str(asha)).stdout
+    assert out.startswith("Using search configuration:") and "name: adaptive_asha" in out
+    rows = [[c.strip() for c in line.split("|")] for line in out.splitlines() if "train for" in line]
+    assert rows == [["9", "train for 62 batches"], ["5", "train for 250 batches"], ["2", "train for 1000 batches"]]
+    nosearch = tmp_path / "none.yaml"
+    nosearch.write_text("name: x\n")
+    bad = det(env, "preview-search", str(nosearch), ok=False)
+    assert bad.returncode == 1 and "no searcher section" in bad.stderr
+
+    kept = det(env, "e", "set", "log-retention", str(exp_id), "--days", "30").stdout
+    assert f"Logs of experiment {exp_id}'s trials are kept 30 day(s)" in kept
+    desc = json.loads(det(env, "e", "describe", str(exp_id), "--json").stdout)
+    assert desc["experiment"]["config"]["retention_policy"]["log_retention_days"] == 30
+    trial_id = desc["trials"][0]["id"]
+    assert "kept forever" in det(env, "t", "set", "log-retention", str(trial_id), "--forever").stdout
+    big = det(env, "e", "set", "log-retention", str(exp_id), "--days", "40000", ok=False)
+    assert big.returncode == 1 and "32767" in big.stderr
+    assert "Deleted the TensorBoard files" in det(env, "e", "delete-tb-files", str(exp_id)).stdout
+    gone = det(env, "e", "delete-tb-files", "987654", ok=False)
+    assert gone.returncode == 1 and "not found" in gone.stderr

@@ -17,6 +17,7 @@ from det_jupyter.names import visible
 
 from . import (
     _checkpoints,
+    _exp_more,
     _models,
     _rbac,
     _shell,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--version", action="version", version=f"det (det-jupyter) {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     experiments.add_parsers(sub)
+    _exp_more.add_preview_parser(sub)
     _workspaces.add_parsers(sub)
     _checkpoints.add_parsers(sub)
     _models.add_parsers(sub)

@@ -135,12 +135,64 @@ def exp_label(args: argparse.Namespace) -> int:
     return 0
 
 
+def _days(args: argparse.Namespace) -> int:
+    if args.forever:
+        return -1
+    if not -1 <= args.days <= 32767:
+        raise CommandError("--days takes -1 (forever) to 32767")
+    return int(args.days)
+
+
+def exp_log_retention(args: argparse.Namespace) -> int:
+    days = _days(args)
+    connect(args).get_experiment(args.experiment_id).set_log_retention(days)
+    kept = "forever" if days < 0 else f"{days} day(s) after each trial ended"
+    print(f"Logs of experiment {args.experiment_id}'s trials are kept {kept}")
+    return 0
+
+
+def exp_delete_tb_files(args: argparse.Namespace) -> int:
+    connect(args).get_experiment(args.experiment_id).delete_tensorboard_files()
+    print(f"Deleted the TensorBoard files of experiment {args.experiment_id} (checkpoints stay)")
+    return 0
+
+
+def preview_search(args: argparse.Namespace) -> int:
+    """``det preview-search CONFIG``: the searcher with its defaults and the training plan."""
+    try:
+        config = load_file(read_config_file(args.config_file), args.config_file)
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+    if "searcher" not in config:
+        raise CommandError(f"{args.config_file} has no searcher section")
+    summary = connect(args).preview_search(config)
+    import yaml
+
+    print("Using search configuration:")
+    print(yaml.safe_dump(summary.get("config") or {}, sort_keys=False).rstrip())
+    rows = []
+    for t in summary.get("trials") or []:
+        unit = t.get("unit") or {}
+        how = "train to completion" if unit.get("maxLength") else f"train for {unit.get('value')} {unit.get('name')}"
+        rows.append([t.get("count"), how])
+    print(format_table(["Trials", "Training Time"], rows))
+    return 0
+
+
 # -- trials ---------------------------------------------------------------------------------
 
 def trial_kill(args: argparse.Namespace) -> int:
     trial = connect(args).get_trial(args.trial_id)
     trial.kill()
     print(f"Killed trial {trial.id}")
+    return 0
+
+
+def trial_log_retention(args: argparse.Namespace) -> int:
+    days = _days(args)
+    connect(args).get_trial(args.trial_id).set_log_retention(days)
+    kept = "forever" if days < 0 else f"{days} day(s) after it ends"
+    print(f"Logs of trial {args.trial_id} are kept {kept}")
     return 0
 
 
@@ -270,6 +322,15 @@ def add_experiment_parsers(esub: Any) -> None:
         p.add_argument("value", type=kind, metavar=name.upper().replace("-", "_"))
         p.set_defaults(func=exp_set)
 
+    p = ssub.add_parser("log-retention", help="keep its trials' logs N days after they end")
+    p.add_argument("experiment_id", type=int)
+    _retention_args(p)
+    p.set_defaults(func=exp_log_retention)
+
+    p = esub.add_parser("delete-tb-files", help="remove its TensorBoard files from the storage")
+    p.add_argument("experiment_id", type=int)
+    p.set_defaults(func=exp_delete_tb_files)
+
     lab = esub.add_parser("label", help="add or remove an experiment's labels")
     lsub = lab.add_subparsers(dest="action", metavar="COMMAND", required=True)
     for action in ("add", "remove"):
@@ -279,7 +340,26 @@ def add_experiment_parsers(esub: Any) -> None:
         p.set_defaults(func=exp_label)
 
 
+def _retention_args(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--days", type=int, help="days to keep the logs after the end (-1: forever)")
+    which.add_argument("--forever", action="store_true", help="keep the logs forever")
+
+
+def add_preview_parser(sub: Any) -> None:
+    p = sub.add_parser("preview-search", help="how many trials a config's search trains how far")
+    p.add_argument("config_file", metavar="CONFIG", help="experiment config file (.yaml)")
+    p.set_defaults(func=preview_search)
+
+
 def add_trial_parsers(tsub: Any) -> None:
+    s = tsub.add_parser("set", help="set a trial's attributes")
+    ssub = s.add_subparsers(dest="attribute", metavar="ATTRIBUTE", required=True)
+    p = ssub.add_parser("log-retention", help="keep its logs N days after it ends")
+    p.add_argument("trial_id", type=int)
+    _retention_args(p)
+    p.set_defaults(func=trial_log_retention)
+
     p = tsub.add_parser("kill", help="kill a trial now (no checkpoint); the experiment goes on")
     p.add_argument("trial_id", type=int)
     p.set_defaults(func=trial_kill)
