@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -156,11 +156,14 @@ class Experiment:
             time.sleep(interval)
 
     def checkpoints(self, *, sort_by: str | None = None, order_by: str | None = None,
-                    limit: int | None = None) -> list[Checkpoint]:
+                    limit: int | None = None, states: Sequence[str] = ()) -> list[Checkpoint]:
         """The experiment's checkpoints. ``sort_by`` is a ``checkpointv1SortBy`` name
         (``"SEARCHER_METRIC"``: best first, only validated ones; ``"END_TIME"``, …) or a
-        validation metric's name; ``order_by`` ``"ASC"``/``"DESC"``; ``limit`` at most this many."""
+        validation metric's name; ``order_by`` ``"ASC"``/``"DESC"``; ``limit`` at most this many;
+        ``states`` only these (``"COMPLETED"``, …), filtered by the master before the limit."""
         params: dict[str, Any] = {}
+        if states:
+            params["states"] = ["STATE_" + s.upper().removeprefix("STATE_") for s in states]
         if sort_by:
             known = {"UUID", "TRIAL_ID", "BATCH_NUMBER", "END_TIME", "STATE", "SEARCHER_METRIC"}
             name = sort_by.upper().removeprefix("SORT_BY_")

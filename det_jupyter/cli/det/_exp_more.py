@@ -63,11 +63,12 @@ def exp_download(args: argparse.Namespace) -> int:
     if args.top_n < 1:
         raise CommandError("--top-n takes a positive number of checkpoints")
     exp = connect(args).get_experiment(args.experiment_id)
+    # the best that still have files: the master filters by state before it limits
     if args.sort_by:
-        ckpts = exp.checkpoints(sort_by=args.sort_by, order_by="ASC" if args.smaller_is_better else "DESC")
+        ckpts = exp.checkpoints(sort_by=args.sort_by, order_by="ASC" if args.smaller_is_better else "DESC",
+                                limit=args.top_n, states=_DOWNLOADABLE)
     else:
-        ckpts = exp.checkpoints(sort_by="SEARCHER_METRIC")
-    ckpts = [c for c in ckpts if c.state in _DOWNLOADABLE][:args.top_n]  # the best that still have files
+        ckpts = exp.checkpoints(sort_by="SEARCHER_METRIC", limit=args.top_n, states=_DOWNLOADABLE)
     if not ckpts:
         raise CommandError(f"experiment {exp.id} has no validated checkpoint to download")
     top = Path(args.output_dir)
