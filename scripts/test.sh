@@ -7,6 +7,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
+# As root, the tests' agents run tasks as the unprivileged det-task user, who must reach the
+# checkout's .venv (a task's python) and fixtures. A checkout under a private directory (mktemp
+# -d makes one 0700) would fail every task with "Permission denied": give its ancestors the
+# search bit (o+x: enter, not list or read), and say so.
+if [ "$(id -u)" = 0 ]; then
+  dir=$PWD
+  while [ "$dir" != / ]; do
+    if [ -z "$(find "$dir" -maxdepth 0 -perm -o+x)" ]; then
+      chmod o+x "$dir" && echo "test.sh: made $dir searchable by others (o+x) so that tasks run as det-task can reach the checkout" >&2
+    fi
+    dir=$(dirname "$dir")
+  done
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
