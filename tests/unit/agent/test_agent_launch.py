@@ -128,13 +128,18 @@ def _preamble_outcome(tmp_path, *, parent_alive: bool) -> tuple[int, str]:
     lock = str(tmp_path / "parent.lock")
     script = isolated_argv([], ["true"], steps=[], parent_lock=lock)[2].splitlines()
     assert script[:2] == ["set -e", "exec </dev/null"]
-    check = "\n".join([*script[:3], "echo through"])
+    # The check waits until the agent's own fd is closed, as in a real launch (the agent
+    # closes it right after spawning, long before unshare's namespace reaches the check).
+    spawned = tmp_path / "spawned"
+    wait = f"while [ ! -e {spawned} ]; do sleep 0.01; done"
+    check = "\n".join([*script[:2], wait, script[2], "echo through"])
     fd = open_parent_lock(lock)
     assert fd is not None
     holder = os.dup(fd) if parent_alive else None  # the same open file, as unshare's stdin is
     try:
         proc = subprocess.Popen(["sh", "-c", check], stdin=fd, stdout=subprocess.PIPE, text=True)
         os.close(fd)  # as the agent does once the task is spawned
+        spawned.touch()
         out, _ = proc.communicate(timeout=30)
     finally:
         if holder is not None:
