@@ -6,6 +6,7 @@
     %det e create config.yaml .     # submit; returns the experiment widget
     %det job list                   # the job-queue widget
     %det agent list                 # the cluster widget
+    %det model list                 # the model-registry widget (model describe NAME: chosen)
     %det master info                # anything else prints what the CLI prints
 
     %%det_experiment --name demo --searcher random --max-trials 4 --config hp

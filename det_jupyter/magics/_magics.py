@@ -16,13 +16,19 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from det_jupyter.client import DetClientError, Determined
+from det_jupyter.names import visible
 
 from ._cell import SCRIPT, CellUsageError, as_config, cell_config, cell_parser
 
 
 def _error(message: str) -> None:
     """One line on stderr, as the CLI does (never a traceback)."""
-    print(f"Error: {message}", file=sys.stderr)
+    print(f"Error: {visible(message)}", file=sys.stderr)  # it may quote names: escaped
+
+
+def _unexpected(exc: Exception) -> None:
+    """A bug of ours: still one line, never a traceback (as the CLI says it)."""
+    _error(f"unexpected {type(exc).__name__}: {exc}")
 
 
 def _widget_for(args: argparse.Namespace) -> Any:
@@ -38,7 +44,9 @@ def _widget_for(args: argparse.Namespace) -> Any:
         experiments.trial_describe: "trial", cluster.job_list: "jobs",
         cluster.agent_list: "cluster", cluster.slot_list: "cluster",
     }
-    kind = table_commands.get(func)
+    model_commands = {"list": "models", "ls": "models", "describe": "model"}
+    kind = (model_commands.get(args.subcommand) if args.command == "model"
+            else table_commands.get(func))
     if kind is None:
         return None
     from det_jupyter import widgets
@@ -53,12 +61,18 @@ def _widget_for(args: argparse.Namespace) -> Any:
         return widgets.TrialWidget(args.trial_id, det)
     if kind == "jobs":
         return widgets.JobQueueWidget(det, resource_pool=args.resource_pool)
+    if kind == "models":
+        return widgets.ModelRegistryWidget(
+            det, text=args.name or "", archived=args.all, labels=args.label or (),
+            workspace_names=args.workspace_names.split(",") if args.workspace_names else ())
+    if kind == "model":
+        return widgets.ModelRegistryWidget(det, model=args.name)
     return widgets.ClusterWidget(det)
 
 
 def run_det(line: str) -> Any:
     """What ``%det LINE`` does; returns a widget or ``None`` (the CLI printed its output)."""
-    from det_jupyter.cli.det import build_parser, main
+    from det_jupyter.cli.det import build_parser, experiments, main
     from det_jupyter.cli.det.common import CommandError
 
     try:
@@ -76,7 +90,8 @@ def run_det(line: str) -> Any:
             text = err.getvalue().strip().splitlines()
             raise UsageError(text[-1] if text else "%det: bad arguments") from None
         return None
-    if args.func.__name__ == "create" and not args.follow_first_trial:
+    # `e create` only: other commands' functions are named `create` too (model, template…).
+    if args.func is experiments.create and not args.follow_first_trial:
         return _create(args)
     try:
         widget = _widget_for(args)
@@ -167,9 +182,16 @@ class DetMagics(Magics):
     def det(self, line: str) -> Any:
         """%det COMMAND … — det-jupyter's ``det`` command (``%det -h``). Where the command
         prints a table (``e list``, ``e describe``, ``t describe``, ``job list``,
-        ``agent list``, ``slot list``) it returns a live widget instead; ``e create`` prints
-        the new id and returns the experiment's widget."""
-        return run_det(line)
+        ``agent list``, ``slot list``, ``model list``, ``model describe``) it returns a live
+        widget instead; ``e create`` prints the new id and returns the experiment's widget.
+        Errors are one line, never a traceback."""
+        try:
+            return run_det(line)
+        except UsageError:
+            raise
+        except Exception as exc:
+            _unexpected(exc)
+            return None
 
     @cell_magic
     def det_experiment(self, line: str, cell: str) -> Any:
@@ -179,4 +201,10 @@ class DetMagics(Magics):
         Submit this cell as an experiment (the cell is its entrypoint script, read
         hyperparameters with ``det_harness.core.init().hparams``) and return its live
         widget. ``%%det_experiment --help`` lists every option."""
-        return submit_cell(line, cell, self.shell.user_ns if self.shell else {})
+        try:
+            return submit_cell(line, cell, self.shell.user_ns if self.shell else {})
+        except UsageError:
+            raise
+        except Exception as exc:
+            _unexpected(exc)
+            return None

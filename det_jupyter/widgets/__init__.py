@@ -1,12 +1,12 @@
-"""Live notebook widgets (ipywidgets + plotly), fed only by the master's REST API.
+"""Live notebook widgets (ipywidgets, and our own chart widget), fed only by the master's REST API.
 
     from det_jupyter import widgets
     widgets.experiments()          # the experiments list: filter, sort, pause/activate/kill
     widgets.experiment(3)          # curves per trial, ASHA rungs, hyperparameters, best trial
-    widgets.trial(7)               # metrics table and chart, log tail, checkpoints
+    widgets.trial(7)               # a chart per metric, metrics table, log tail, checkpoints, crash
     widgets.job_queue()            # positions, why waiting, priority/weight, move ahead/behind
     widgets.cluster()              # agents, slots, GPU utilisation and memory
-    widgets.model_registry()       # not available until the master has a registry
+    widgets.model_registry()       # models, their versions; register, create, archive
 
 Each takes an optional ``det`` (an SDK ``Determined`` session; default ``client.current()``).
 What they show is computed by the pure functions of ``_views``; a background thread per
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._cluster import ClusterWidget, JobQueueWidget, ModelRegistryWidget
+from ._cluster import ClusterWidget, JobQueueWidget
 from ._experiments import ExperimentsWidget, ExperimentWidget
 from ._poll import Poller
+from ._registry import ModelRegistryWidget
 from ._trial import TrialWidget
 
 __all__ = [
@@ -50,5 +51,5 @@ def cluster(det: Any = None, **kw: Any) -> ClusterWidget:
     return ClusterWidget(det, **kw)
 
 
-def model_registry(det: Any = None) -> ModelRegistryWidget:
-    return ModelRegistryWidget(det)
+def model_registry(det: Any = None, **kw: Any) -> ModelRegistryWidget:
+    return ModelRegistryWidget(det, **kw)

@@ -11,6 +11,7 @@ import ipywidgets as w
 
 from det_jupyter import client as sdk
 from det_jupyter.client import DetClientError, Determined
+from det_jupyter.names import visible
 
 from ._poll import Poller
 
@@ -34,6 +35,8 @@ class LiveWidget(w.VBox):
         super().__init__()
         self.det = session(det)
         self.status = w.HTML("")
+        # A question and its Yes / Cancel buttons, shown before a destructive action.
+        self.confirm = w.HBox(layout=w.Layout(display="none", align_items="center"))
         self.data: Any = None
         # The poll thread and the front end's events (filters, buttons) both render.
         self._lock = threading.RLock()
@@ -97,16 +100,42 @@ class LiveWidget(w.VBox):
             self.refresh()
         return handler
 
+    def ask(self, question: str, yes: str, label: str, action: Callable[[], Any]) -> None:
+        """Show ``question`` with a ``yes`` button that runs ``action`` (as ``_act`` does)
+        and a Cancel button; nothing happens until one is clicked. ``self.confirm`` must be
+        among the widget's children."""
+        go = w.Button(description=yes, button_style="danger", layout=w.Layout(width="auto"))
+        cancel = w.Button(description="Cancel", layout=w.Layout(width="auto"))
+        run = self._act(label, action)
 
-def verb_buttons(owner: LiveWidget, target: Callable[[], Any]) -> dict[str, w.Button]:
-    """Pause / Activate / Kill buttons acting on ``target()`` (an SDK ``Experiment``)."""
+        def answer(button: Any) -> None:
+            self.confirm.children = ()
+            self.confirm.layout.display = "none"
+            if button is go:
+                run(button)
+        go.on_click(answer)
+        cancel.on_click(answer)
+        self.confirm.children = (w.HTML(f"<b>{html.escape(visible(question))}</b>"), go, cancel)
+        self.confirm.layout.display = "flex"
+
+
+def verb_buttons(owner: LiveWidget, target: Callable[[], Any],
+                 what: Callable[[], str]) -> dict[str, w.Button]:
+    """Pause / Activate / Kill buttons acting on ``target()`` (an SDK ``Experiment``);
+    ``what()`` names it in Kill's confirmation, which comes first (killing loses the work
+    since the last checkpoint)."""
     styles = {"pause": "warning", "activate": "success", "kill": "danger"}
     buttons = {}
-    for verb in ("pause", "activate", "kill"):
+    for verb in ("pause", "activate"):
         b = w.Button(description=verb.capitalize(), button_style=styles[verb],
                      layout=w.Layout(width="90px"))
         b.on_click(owner._act(verb, lambda v=verb: getattr(target(), v)()))
         buttons[verb] = b
+    kill = w.Button(description="Kill", button_style=styles["kill"], layout=w.Layout(width="90px"))
+    kill.on_click(lambda _b: owner.ask(
+        f"Kill {what()}? Its running trials stop now, without a checkpoint.", "Yes, kill",
+        "kill", lambda: target().kill()))
+    buttons["kill"] = kill
     return buttons
 
 

@@ -1,98 +1,101 @@
-"""Plotly ``FigureWidget`` updates that send only what changed, in one message per figure.
+"""Our chart widget: line charts in panels (each with its own axes) and parallel coordinates.
 
-Titles, trace names and axis labels go through ``plot_text``: plotly reads them as its own
-small HTML, and metric and hyperparameter names come from the user's code.
+A ``Chart`` is an anywidget whose whole picture is synced state (``panels`` or ``coords``),
+drawn by ``static/chart.js`` in SVG. So a reloaded page or a re-opened notebook draws every
+chart again from the kernel (plotly's ``FigureWidget`` sends its updates as one-off deltas,
+which a reload loses), the charts follow the JupyterLab theme (the drawing uses its CSS
+variables), and they fill their output's width. Every number goes out as a finite float or
+``null``: nothing sends NaN or infinity as JSON. Names are shown as text, with control and
+invisible characters made visible.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import pathlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import ipywidgets as w
-import plotly.graph_objects as go
+import anywidget
+import traitlets
 
 from det_jupyter.names import visible
 
-from ._views import plot_text
+from ._views import fmt
+
+MAX_POINTS = 2000  # per series sent to the front end; longer ones are thinned evenly
 
 
-def line_figure(title: str, xlabel: str = "batches", height: int = 300) -> go.FigureWidget:
-    """A line chart. No width: plotly's default (700 px), as a ``FigureWidget`` does not
-    follow its container's width; put two side by side in ``chart_row`` so they wrap."""
-    fig = go.FigureWidget()
-    fig.update_layout(title=plot_text(title), height=height, margin={"l": 50, "r": 20, "t": 40, "b": 40},
-                      xaxis_title=xlabel, legend_title_text="trial")
-    return fig
+class Chart(anywidget.AnyWidget):
+    """``kind`` "lines": ``panels`` is a list of ``{"title", "xlabel", "ylabel", "empty",
+    "series": [{"name", "x", "y", "mode", "color"}]}``; "parcoords": ``coords`` is
+    ``{"title", "dimensions", "trial_ids", "color", "colorLabel", "empty"}``."""
+
+    _esm = pathlib.Path(__file__).parent / "static" / "chart.js"
+    kind = traitlets.Unicode("lines").tag(sync=True)
+    panels: traitlets.List[Any] = traitlets.List().tag(sync=True)
+    coords = traitlets.Dict().tag(sync=True)
+    height = traitlets.Int(260).tag(sync=True)
 
 
-def parcoords_figure(title: str, height: int = 340) -> go.FigureWidget:
-    """An empty figure for ``parcoords``: the title at the very top of a top margin tall
-    enough for the axis labels and range ticks that plotly draws above the axes."""
-    fig = go.FigureWidget()
-    fig.update_layout(title={"text": plot_text(title), "y": 1, "yref": "container", "yanchor": "top",
-                             "pad": {"t": 8}},
-                      height=height, margin={"l": 60, "r": 40, "t": 100, "b": 30})
-    return fig
+def number(value: Any) -> float | None:
+    """``value`` as a finite float, else ``None`` (JSON ``null``; the chart leaves a gap)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
 
 
-def chart_row(*charts: Any) -> w.Box:
-    """Charts side by side where the output is wide enough, else one below the other (they
-    wrap); a chart wider than the output scrolls instead of being cut off."""
-    return w.HBox(list(charts), layout=w.Layout(flex_flow="row wrap", overflow="auto"))
+def text(value: Any) -> str:
+    return visible(fmt(value))
 
 
-def sync_lines(fig: go.FigureWidget, series: Mapping[str, Mapping[str, list[Any]]],
-               mode: str = "lines", empty: str = "") -> None:
-    """Make ``fig``'s traces exactly ``series`` (``{name: {"x": [...], "y": [...]}}``):
-    existing traces are updated in place (one batched message), new ones added, gone ones
-    removed. A trace whose points did not change is not touched. With no series, ``empty``
-    (if given) is written across the axes, so they do not look like a failed update. Trace
-    names are ``plot_text(name)`` (the same for a plain name)."""
-    series = {plot_text(name): s for name, s in series.items()}
-    names = list(series)
-    current = [t.name for t in fig.data]
-    if any(n not in series for n in current):
-        fig.data = [t for t in fig.data if t.name in series]
-        current = [t.name for t in fig.data]
-    with fig.batch_update():
-        for trace in fig.data:
-            s = series[trace.name]
-            if list(trace.x or ()) != list(s["x"]) or list(trace.y or ()) != list(s["y"]):
-                trace.x, trace.y = list(s["x"]), list(s["y"])
-    for name in names:
-        if name not in current:
-            s = series[name]
-            fig.add_scatter(x=list(s["x"]), y=list(s["y"]), name=name, mode=mode)
-    note = plot_text(empty) if not series else ""
-    if [a.text for a in fig.layout.annotations] != ([note] if note else []):
-        fig.layout.annotations = [_note(note)] if note else []
+def thin(xs: Sequence[Any], ys: Sequence[Any], limit: int = MAX_POINTS) -> tuple[list[Any], list[Any]]:
+    """At most ``limit`` points, evenly spaced, keeping the first and the last."""
+    n = len(xs)
+    if n <= limit:
+        return list(xs), list(ys)
+    keep = sorted({round(i * (n - 1) / (limit - 1)) for i in range(limit)})
+    return [xs[i] for i in keep], [ys[i] for i in keep]
 
 
-def _note(text: str) -> dict[str, Any]:
-    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
-            "showarrow": False, "font": {"color": "#888"}}
+def line_chart(height: int = 260) -> Chart:
+    return Chart(kind="lines", height=height)
 
 
-def parcoords(fig: go.FigureWidget, coords: Mapping[str, Any]) -> None:
-    """Show ``hparam_coords(...)`` output as a parallel-coordinates plot, coloured by the
-    metric (trials with no metric yet in grey)."""
+def parcoords_chart(height: int = 320) -> Chart:
+    return Chart(kind="parcoords", height=height)
+
+
+def panel(title: str, series: Mapping[str, Mapping[str, Sequence[Any]]], *, xlabel: str = "batches",
+          ylabel: str = "", mode: str = "lines", empty: str = "") -> dict[str, Any]:
+    """One panel's wire form from ``{name: {"x": [...], "y": [...]}}`` (in drawing order;
+    a series keeps its colour by its place here)."""
+    out = []
+    for i, (name, s) in enumerate(series.items()):
+        xs, ys = thin([number(x) for x in s["x"]], [number(y) for y in s["y"]])
+        out.append({"name": text(name), "x": xs, "y": ys, "mode": mode, "color": i})
+    return {"title": text(title), "xlabel": text(xlabel), "ylabel": text(ylabel),
+            "empty": text(empty), "series": out}
+
+
+def set_panels(chart: Chart, panels: list[dict[str, Any]]) -> None:
+    """Show ``panels`` (from ``panel``); nothing is sent when they did not change."""
+    if chart.panels != panels:
+        chart.panels = panels
+
+
+def set_coords(chart: Chart, title: str, coords: Mapping[str, Any], color_label: str = "metric") -> None:
+    """Show ``hparam_coords(...)`` output as parallel coordinates, coloured by the metric
+    (trials with no metric yet in grey)."""
     dims = []
     for d in coords["dimensions"]:
-        dim = {"label": plot_text(d["label"]), "values": [v if v is not None else float("nan")
-                                               for v in d["values"]]}
+        dim: dict[str, Any] = {"label": text(d["label"]), "values": [number(v) for v in d["values"]]}
         if "ticktext" in d:
-            # plotly shows tick text as plain text (no markup to escape), so only made visible
-            dim.update(tickvals=d["tickvals"], ticktext=[visible(str(x)) for x in d["ticktext"]])
+            dim["ticktext"] = [text(x) for x in d["ticktext"]]
         dims.append(dim)
-    color = [c if isinstance(c, (int, float)) else float("nan") for c in coords["color"]]
-    known = {c for c in coords["color"] if isinstance(c, (int, float))}
-    # One value has no scale to show (plotly would label it ±0.5 around nothing).
-    line = {"color": color, "colorscale": "Viridis", "showscale": len(known) > 1} if known \
-        else {"color": "grey"}
-    if not fig.data:
-        fig.add_parcoords(dimensions=dims, line=line)
-        return
-    with fig.batch_update():
-        fig.data[0].dimensions = dims
-        fig.data[0].line = line
+    wire = {"title": text(title), "dimensions": dims, "trial_ids": list(coords["trial_ids"]),
+            "color": [number(c) for c in coords["color"]], "colorLabel": text(color_label),
+            "empty": "no hyperparameters vary yet"}
+    if chart.coords != wire:
+        chart.coords = wire

@@ -1,17 +1,16 @@
-"""The job queue, the cluster's agents and slots, and the model registry."""
+"""The job queue, and the cluster's agents and slots (the model registry: ``_registry``)."""
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import ipywidgets as w
 
-from det_jupyter.client import Determined, NotFound
+from det_jupyter.client import Determined
 from det_jupyter.names import visible
 
 from . import _views as v
-from ._base import LiveWidget, session
+from ._base import LiveWidget
 
 
 class JobQueueWidget(LiveWidget):
@@ -100,17 +99,3 @@ class ClusterWidget(LiveWidget):
         self.table.value = v.html_table(
             ["Agent", "Pool", "Slot", "Type", "Device", "Enabled", "Busy", "GPU %", "Memory"],
             [list(r.values()) for r in v.slot_rows(agents)])
-
-
-class ModelRegistryWidget(w.VBox):
-    """Models and versions; until the master has a registry it says it is not available."""
-
-    def __init__(self, det: Determined | None = None) -> None:
-        super().__init__()
-        self.det = session(det)
-        try:
-            response: dict[str, Any] | None = {"models": self.det.list_models()}
-        except NotFound:
-            response = None
-        self.message = w.HTML(f"<i>{html.escape(v.registry_message(response))}</i>")
-        self.children = [self.message]

@@ -11,7 +11,7 @@ from det_jupyter.names import visible
 
 from . import _views as v
 from ._base import DEFAULT_INTERVAL, LiveWidget, enable_actions, verb_buttons
-from ._charts import chart_row, line_figure, parcoords, parcoords_figure, sync_lines
+from ._charts import line_chart, panel, parcoords_chart, set_coords, set_panels
 
 _STATES = ("ACTIVE", "QUEUED", "RUNNING", "PAUSED", "COMPLETED", "CANCELED", "ERROR")
 
@@ -37,13 +37,14 @@ class ExperimentsWidget(LiveWidget):
         self.table = w.HTML()
         self.selected = w.Dropdown(options=[], description="experiment",
                                    layout=w.Layout(width="260px"))
-        self.buttons = verb_buttons(self, lambda: self.det.get_experiment(self.selected.value))
+        self.buttons = verb_buttons(self, lambda: self.det.get_experiment(self.selected.value),
+                                    lambda: f"experiment {self.selected.value}")
         for control in (self.filter, self.states, self.sort, self.descending):
             control.observe(self._locked(lambda: self._render(self.data)), names="value")
         self.selected.observe(self._locked(self._enable), names="value")
         self.children = [
             w.HBox([self.filter, self.states, self.sort, self.descending]), self.table,
-            w.HBox([self.selected, *self.buttons.values()]), self.status,
+            w.HBox([self.selected, *self.buttons.values()]), self.confirm, self.status,
         ]
 
     def _fetch(self) -> list[dict[str, Any]]:
@@ -77,33 +78,36 @@ class ExperimentsWidget(LiveWidget):
 
 class ExperimentWidget(LiveWidget):
     """One experiment, live: state and progress, best trial, training and validation curves
-    per trial, ASHA rungs, hyperparameters in parallel coordinates, the trials; pause /
-    activate / kill. Polling stops once the experiment has ended."""
+    per trial, ASHA rungs, hyperparameters in parallel coordinates, the trials and why
+    failed ones crashed; pause / activate / kill (after a confirmation). Polling stops once
+    the experiment has ended."""
 
     def __init__(self, experiment_id: int, det: Determined | None = None, *,
                  interval: float = DEFAULT_INTERVAL) -> None:
         self.experiment_id = int(experiment_id)
         self._finished: dict[int, dict[str, Any]] = {}  # metrics of ended trials: fetched once
         self._curves: dict[str, Any] = {"training": {}, "validation": {}}
+        self._crashes: dict[int, str | None] = {}  # why each failed trial crashed: read once
         self._choosing = False  # _render is setting the metric dropdowns
         super().__init__(det, interval=interval)
 
     def _build(self) -> None:
         self.header = w.HTML()
-        self.buttons = verb_buttons(self, lambda: self.det.get_experiment(self.experiment_id))
+        self.buttons = verb_buttons(self, lambda: self.det.get_experiment(self.experiment_id),
+                                    lambda: f"experiment {self.experiment_id}")
         self.train_metric = w.Dropdown(options=[], description="training")
         self.val_metric = w.Dropdown(options=[], description="validation")
-        self.train_fig = line_figure("training")
-        self.val_fig = line_figure("validation")
-        self.coords_fig = parcoords_figure("hyperparameters")
+        self.curves_chart = line_chart()
+        self.coords_chart = parcoords_chart()
+        self.crashes = w.HTML()
         self.rungs = w.HTML()
         self.trials = w.HTML()
         for dd in (self.train_metric, self.val_metric):
             dd.observe(self._locked(self._metric_chosen), names="value")
         self.children = [
-            self.header, w.HBox(list(self.buttons.values())),
+            self.header, self.crashes, w.HBox(list(self.buttons.values())), self.confirm,
             w.HBox([self.train_metric, self.val_metric]),
-            chart_row(self.train_fig, self.val_fig), self.rungs, self.coords_fig, self.trials,
+            self.curves_chart, self.rungs, self.coords_chart, self.trials,
             self.status,
         ]
 
@@ -119,8 +123,10 @@ class ExperimentWidget(LiveWidget):
             if t.state in v.TERMINAL:
                 self._finished[t.id] = m
             metrics[t.id] = m
+            if t.state == "ERROR" and t.id not in self._crashes:
+                self._crashes[t.id] = v.crash_reason(t.log_tail(80))
         return {"experiment": exp.to_dict(), "trials": [t.to_dict() for t in trials],
-                "metrics": metrics}
+                "metrics": metrics, "crashes": dict(self._crashes)}
 
     def _done(self, data: Any) -> bool:
         return v.state_name(data["experiment"].get("state")) in v.TERMINAL
@@ -140,6 +146,12 @@ class ExperimentWidget(LiveWidget):
             f" · progress {h(v.progress_text(row['progress']))} · {h(row['trials'])} trial(s) · "
             f"{h(searcher.get('name'))} · {best_text}")
         enable_actions(self.buttons, row["actions"])
+        crashed = sorted(data.get("crashes", {}).items())
+        self.crashes.value = "".join(
+            f"<div style='color:var(--jp-error-color1,#b00)'>trial {h(tid)} failed: "
+            f"{h(reason or 'no traceback in its log (det trial logs ' + str(tid) + ')')}</div>"
+            for tid, reason in crashed[:5]) + (f"<div>… and {len(crashed) - 5} more</div>"
+                                               if len(crashed) > 5 else "")
         self._curves = v.curves(data["metrics"])
         # New options make a Dropdown jump to its first one: drawing at each such step would
         # flash another metric (or empty axes) between two polls, so draw once at the end.
@@ -163,7 +175,8 @@ class ExperimentWidget(LiveWidget):
              "Running", "Best"],
             [[r["rung"], r["units"], _ids(r["reached"]), _ids(r["stopped"]), _ids(r["running"]),
               r["best"]] for r in rungs])) if rungs else ""
-        parcoords(self.coords_fig, v.hparam_coords(data["trials"], searcher.get("metric") or "metric"))
+        metric = searcher.get("metric") or "metric"
+        set_coords(self.coords_chart, "hyperparameters", v.hparam_coords(data["trials"], metric), metric)
         self.trials.value = v.html_table(
             ["Trial", "State", "Batches", "Metric", "Restarts", "Hyperparameters"],
             [list(r.values()) for r in v.trial_rows(data["trials"])])
@@ -174,13 +187,14 @@ class ExperimentWidget(LiveWidget):
             self._draw_curves()
 
     def _draw_curves(self) -> None:
-        for fig, dd, group in ((self.train_fig, self.train_metric, "training"),
-                               (self.val_fig, self.val_metric, "validation")):
+        panels = []
+        for dd, group in ((self.train_metric, "training"), (self.val_metric, "validation")):
             per_trial = self._curves[group].get(dd.value) or {}
-            fig.layout.yaxis.title = v.plot_text(dd.value or "")
-            sync_lines(fig, {f"trial {tid}": pts for tid, pts in per_trial.items()},
-                       mode="lines" if group == "training" else "lines+markers",
-                       empty=f"no {group} metrics yet")
+            panels.append(panel(group, {f"trial {tid}": pts for tid, pts in per_trial.items()},
+                                ylabel=dd.value or "",
+                                mode="lines" if group == "training" else "lines+markers",
+                                empty=f"no {group} metrics yet"))
+        set_panels(self.curves_chart, panels)
 
 
 def _ids(ids: list[int]) -> str:

@@ -11,12 +11,13 @@ from det_jupyter.client import Determined
 
 from . import _views as v
 from ._base import DEFAULT_INTERVAL, LiveWidget
-from ._charts import line_figure, sync_lines
+from ._charts import line_chart, panel, set_panels
 
 
 class TrialWidget(LiveWidget):
-    """One trial, live until it ends: every metric over batches, the metrics table, the
-    last ``log_lines`` log lines and its checkpoints."""
+    """One trial, live until it ends: a chart per metric (its training and validation
+    curves on the metric's own axes), the metrics table, the last ``log_lines`` log lines,
+    its checkpoints, and why it crashed if it did."""
 
     def __init__(self, trial_id: int, det: Determined | None = None, *,
                  interval: float = DEFAULT_INTERVAL, log_lines: int = 40) -> None:
@@ -26,7 +27,7 @@ class TrialWidget(LiveWidget):
 
     def _build(self) -> None:
         self.header = w.HTML()
-        self.chart = line_figure("metrics")
+        self.chart = line_chart(height=220)
         self.table = w.HTML()
         self.logs = w.HTML()
         self.checkpoints = w.HTML()
@@ -54,12 +55,17 @@ class TrialWidget(LiveWidget):
             f"<b>Trial {h(row['id'])}</b> of experiment {h(t.get('experimentId'))} — "
             f"<b>{h(row['state'])}</b> · {h(row['batches'])} batches · metric {h(row['metric'])}"
             f" · restarts {h(row['restarts'])} · {h(row['hparams'])}")
+        if v.state_name(t.get("state")) == "ERROR":
+            reason = v.crash_reason(data["logs"])
+            self.header.value += (f"<br><span style='color:var(--jp-error-color1,#b00)'>failed: "
+                                  f"{h(reason or 'see the log tail below')}</span>")
         curves = v.curves({self.trial_id: {"training": data["training"],
                                            "validation": data["validation"]}})
-        series = {f"{group}.{name}": per[self.trial_id]
-                  for group in ("training", "validation")
-                  for name, per in sorted(curves[group].items())}
-        sync_lines(self.chart, series, mode="lines+markers")
+        names = sorted(set(curves["training"]) | set(curves["validation"]))
+        set_panels(self.chart, [
+            panel(name, {group: curves[group][name][self.trial_id] for group in ("training", "validation")
+                         if name in curves[group]}, ylabel=name, mode="lines+markers")
+            for name in names] or [panel("metrics", {}, empty="no metrics yet")])
         headers, rows = v.metrics_table(data["training"], data["validation"])
         self.table.value = v.html_table(headers, rows)
         self.logs.value = ("<pre style='max-height:300px;overflow:auto'>"

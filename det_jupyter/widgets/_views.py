@@ -1,7 +1,7 @@
 """What the widgets show, as pure functions of the master's JSON (no kernel, no I/O).
 
 Each widget fetches plain data through the SDK and hands it to one of these; the widget only
-copies the result into ipywidgets / plotly. So everything a user sees is tested here by exact
+copies the result into ipywidgets and charts. So everything a user sees is tested here by exact
 assertions (tests/unit/test_widget_views.py).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -307,6 +308,23 @@ def log_tail(lines: Sequence[str], n: int = 50) -> str:
     return "\n".join(lines[-n:]) if n > 0 else ""
 
 
+_LOG_PREFIX = re.compile(r"^(\[[^\]]*\] ?)+")
+
+
+def crash_reason(lines: Sequence[str]) -> str | None:
+    """Why a trial crashed, from its log's last lines: the exception line of the last
+    Python traceback (``ValueError: boom``), a ``[rank=0]``-style prefix removed; ``None``
+    when the lines hold no traceback."""
+    plain = [_LOG_PREFIX.sub("", line.rstrip()) for line in lines]
+    starts = [i for i, line in enumerate(plain) if line.startswith("Traceback (most recent call last)")]
+    if not starts:
+        return None
+    for line in plain[starts[-1] + 1:]:
+        if line and not line[0].isspace():
+            return line
+    return None
+
+
 def checkpoint_rows(checkpoints: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``v1Checkpoint`` dicts as rows, by step."""
     rows = [{"uuid": c.get("uuid"), "state": state_name(c.get("state")),
@@ -397,21 +415,13 @@ def registry_message(models_response: Mapping[str, Any] | None) -> str:
     return f"{n} model{'s' if n != 1 else ''} registered"
 
 
-# -- HTML and plotly text -------------------------------------------------------------------
+# -- HTML text -------------------------------------------------------------------------------
 
 def html_text(value: Any) -> str:
     """``value`` as HTML text: ``fmt``, control and invisible characters made visible
     (``\u202e``: a name cannot re-order what is shown), then ``html.escape`` (a name cannot
     be markup). Everything from the master goes into a widget's HTML through this."""
     return html.escape(visible(fmt(value)))
-
-
-def plot_text(value: Any) -> str:
-    """``value`` for a plotly title, trace name or axis label. Plotly reads those as its own
-    small HTML (``<b>``, ``<br>``, ``<a href>``) and decodes ``&lt;``, ``&gt;``, ``&amp;`` but
-    not ``&quot;``: so only ``&``, ``<`` and ``>`` are escaped, which is enough — without a
-    ``<`` there is no tag. (Not for ``ticktext``: plotly shows that as plain text.)"""
-    return html.escape(visible(fmt(value)), quote=False)
 
 
 def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -2,15 +2,20 @@
 (``det-jupyter up``, which serves JupyterLab too): a cell runs ``%det e describe ID`` while the
 trial reports a training metric every half second, and the rendered training chart gains
 points, the validation chart never falls back to empty axes, and the layout fits the notebook.
+Then the notebook is saved and the page reloaded: every chart is drawn again (from the
+kernel's widget state), and in the dark theme the charts' text turns light.
 
-The point counts are read in the page, from the plotly graph divs inside the cell's output:
-the traces' data (what the kernel sent, as the front end holds it), the line's SVG path (what
-is drawn) and the validation markers (one SVG path per point). Needs what ``conftest.py`` says
-(Chromium, playwright, the built extension); screenshots go to ``tests/browser/artifacts/``.
+The point counts are read in the page, from our chart widget's panels inside the cell's
+output (``det_jupyter/widgets/static/chart.js``): the points it drew (``data-points``), the
+line's SVG path and the validation markers (one SVG circle per point). Needs what
+``conftest.py`` says (Chromium, playwright, the built extension); screenshots go to
+``tests/browser/artifacts/``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests._master import MasterProcess
-from tests.browser.conftest import SKIP_REASON, open_lab
+from tests.browser.conftest import SKIP_REASON
 from tests.integration._exp import submit_counter, trials
 
 if SKIP_REASON:
@@ -32,31 +37,31 @@ pytestmark = pytest.mark.slow
 STEP_S = 0.5  # one training report per step
 CKPT_EVERY = 4  # a validation report (and a checkpoint) every 4 steps: every 2 s
 
-# The charts of the cell's output, by their title: plotly keeps the figure on its graph div.
+# The chart panels of the cell's output, by their title.
 CHARTS_JS = """
 (output) => {
   const charts = {};
-  for (const g of output.querySelectorAll('.js-plotly-plot')) {
-    const title = g._fullLayout && g._fullLayout.title && g._fullLayout.title.text;
-    if (title) charts[title] = g;
+  for (const p of output.querySelectorAll('.det-chart-panel')) {
+    if (p.dataset.title) charts[p.dataset.title] = p;
   }
   return charts;
 }
 """
 
-# What each chart holds and draws now.
+# What each panel draws now.
 SAMPLE_JS = """
 (output) => {
   const charts = (CHARTS_JS)(output);
   const out = {};
-  for (const [title, g] of Object.entries(charts)) {
-    const data = g.data || [];
-    const line = g.querySelector('.scatterlayer .trace path.js-line');
+  for (const [title, p] of Object.entries(charts)) {
+    const box = p.querySelector('.det-chart-box');
+    const line = p.querySelector('path.det-chart-line');
     out[title] = {
-      traces: data.length,
-      points: data.reduce((n, t) => n + (t.x ? t.x.length : 0), 0),
+      traces: Number(box.dataset.series || 0),
+      points: Number(box.dataset.points || 0),
       path: line ? line.getAttribute('d') || '' : '',
-      markers: g.querySelectorAll('.scatterlayer .trace .points path').length,
+      lines: p.querySelectorAll('path.det-chart-line').length,
+      markers: p.querySelectorAll('circle.det-chart-marker').length,
     };
   }
   return out;
@@ -70,14 +75,23 @@ BOXES_JS = """
                         return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
   const charts = (CHARTS_JS)(output);
   const out = {output: box(output), charts: {}, titles: {}, axisTitles: []};
-  for (const [title, g] of Object.entries(charts)) {
-    out.charts[title] = box(g.querySelector('.main-svg'));
-    const t = g.querySelector('.gtitle');
-    if (t) out.titles[title] = box(t);
+  for (const [title, p] of Object.entries(charts)) {
+    out.charts[title] = box(p.querySelector('svg'));
+    out.titles[title] = box(p.firstElementChild);
   }
   const pc = charts['hyperparameters'];
-  if (pc) for (const t of pc.querySelectorAll('.axis-title')) out.axisTitles.push(box(t));
+  if (pc) for (const t of pc.querySelectorAll('.det-chart-axis-title')) out.axisTitles.push(box(t));
   return out;
+}
+""".replace("CHARTS_JS", CHARTS_JS)
+
+# The luminance (0 dark .. 1 light) of the training chart's axis labels as drawn now.
+TEXT_LUMA_JS = """
+(output) => {
+  const p = (CHARTS_JS)(output)['training'];
+  const t = p.querySelector('svg text');
+  const [r, g, b] = getComputedStyle(t).fill.match(/[0-9.]+/g).map(Number);
+  return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
 }
 """.replace("CHARTS_JS", CHARTS_JS)
 
@@ -110,26 +124,36 @@ def _intersects(a: dict[str, float], b: dict[str, float]) -> bool:
     return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
 
 
+def _notebook(root: Path, name: str, source: str) -> None:
+    """A notebook file with one code cell, in the server's root dir."""
+    (root / name).write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+                   "outputs": [], "source": source}],
+        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+
+
 def test_experiment_widget_chart_gains_points_while_the_trial_runs(
         lab: tuple[MasterProcess, str], browser: Any, slow_experiment: int,
         screenshot: Callable[[Any, str], Path]) -> None:
     expect = sync_api.expect
-    master, _ = lab
+    master, token = lab
+    # conftest's lab: the server's root dir lies beside the master's data dir.
+    _notebook(master.data_dir.parent / "root", "chart.ipynb",
+              f"%load_ext det_jupyter\n%det e describe {slow_experiment}")
     # 1280 px with the file browser open: a normal notebook width, not a wide one (tall, so
     # that the whole widget is in view for the screenshots).
-    page = open_lab(browser, lab, width=1280, height=1500)
+    page = browser.new_page(viewport={"width": 1280, "height": 1500})
+    page.set_default_timeout(60_000)
     try:
-        page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+        page.goto(f"{master.url}/lab/tree/chart.ipynb?token={token}")
         notebook = page.locator(".jp-NotebookPanel")
         expect(notebook).to_be_visible()
-        expect(notebook.locator(".jp-Notebook-cell")).to_have_count(1)
-        # Typing before the kernel is up can lose the keys (an empty cell runs as nothing).
+        # Running before the kernel is up can lose the run.
         expect(page.get_by_text("(ipykernel) | Idle").first).to_be_visible(timeout=90_000)
         # The kernel acts as the server's det user on its own (no login in the cell).
-        editor = notebook.locator(".jp-Notebook-cell .cm-content").first
-        editor.click()
-        page.keyboard.type(f"%load_ext det_jupyter\n%det e describe {slow_experiment}")
-        expect(editor).to_contain_text(f"%det e describe {slow_experiment}")
+        notebook.locator(".jp-Notebook-cell").first.click()
         page.keyboard.press("Shift+Enter")
 
         output = notebook.locator(".jp-Notebook-cell").first.locator(".jp-OutputArea-output").last
@@ -180,5 +204,34 @@ def test_experiment_widget_chart_gains_points_while_the_trial_runs(
         assert boxes["axisTitles"], "the parallel-coordinates plot has no axis labels"
         overlaps = [b for b in boxes["axisTitles"] if _intersects(title, b)]
         assert not overlaps, f"the title {title} overlaps axis labels {overlaps}"
+        light = page.evaluate(TEXT_LUMA_JS, handle)
+
+        # Saved and reloaded: the same charts are drawn again, from the kernel's widget state,
+        # and go on growing.
+        page.keyboard.press("Control+s")
+        expect(page.locator(".jp-NotebookPanel .jp-mod-dirty")).to_have_count(0)
+        before = page.evaluate(SAMPLE_JS, handle)
+        page.reload()
+        notebook = page.locator(".jp-NotebookPanel")
+        output = notebook.locator(".jp-Notebook-cell").first.locator(".jp-OutputArea-output").last
+        expect(output).to_contain_text(f"Experiment {slow_experiment}", timeout=90_000)
+        handle = output.element_handle()
+        page.wait_for_function(
+            f"(o) => {{ const s = ({SAMPLE_JS})(o); return s.training && s.training.points > {before['training']['points']}"
+            " && s.validation && s.validation.markers > 0 && s.hyperparameters"
+            " && s.hyperparameters.lines > 0; }", arg=handle, timeout=60_000)
+        output.scroll_into_view_if_needed()
+        screenshot(output, "widget-output-reloaded")
+
+        # The dark theme: the charts' text follows it (light on dark), with no redraw.
+        page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+        page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Dark$")).click()
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+        page.wait_for_function(f"(o) => ({TEXT_LUMA_JS})(o) > 0.5", arg=handle, timeout=20_000)
+        dark = page.evaluate(TEXT_LUMA_JS, handle)
+        screenshot(output, "widget-output-dark")
+        print(f"axis label luminance: light theme {light:.2f}, dark theme {dark:.2f}")
+        assert light < 0.5 < dark
     finally:
         page.close()

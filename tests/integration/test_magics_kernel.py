@@ -127,7 +127,7 @@ def test_det_magics_and_a_cell_experiment_in_a_real_kernel(kernel: Any, master: 
     assert validation[-1]["metrics"]["avgMetrics"]["validation_loss"] == pytest.approx(0.5)
 
     # The widget kept polling in the kernel's background and pushed the final state.
-    deadline, updates = time.time() + 10, []
+    deadline, updates = time.time() + 10, list[dict[str, Any]]()
     while time.time() < deadline and not any("COMPLETED" in json.dumps(m) for m in updates):
         try:
             msg = kernel.get_iopub_msg(timeout=1)
@@ -159,6 +159,45 @@ def test_det_e_create_submits_and_returns_the_experiment_widget(
     assert len(out.widget_results()) == 1
     admin = Client(master.url, master.login())
     assert wait_experiment(admin, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}) == "STATE_COMPLETED"
+
+
+def test_det_model_commands_print_one_line_or_return_the_registry_widget(
+        kernel: Any, master: MasterProcess) -> None:
+    """``%det model create`` once raised AttributeError (it was taken for ``e create``)."""
+    reply, out = run(kernel, "from det_jupyter import client\n"
+                             f"client.login({master.url!r}, 'admin', {ADMIN_PASSWORD!r}).username")
+    assert reply["status"] == "ok", out.msgs
+    run(kernel, "%load_ext det_jupyter")
+    reply, out = run(kernel, "%det model create kernel-model --description 'from a kernel'")
+    assert reply["status"] == "ok" and not out.of("error"), out.msgs
+    assert "Traceback" not in out.stream("stderr") and out.stream("stderr") == "", out.msgs
+    assert out.stream("stdout").startswith("Created model kernel-model (id "), out.msgs
+    admin = Client(master.url, master.login())
+    model = admin.get("/api/v1/models/kernel-model")["model"]
+    assert model["description"] == "from a kernel"
+
+    # list and describe: the registry widget (describe: with the model chosen).
+    for line in ("%det model list", "%det model ls --all", "%det model describe kernel-model"):
+        reply, out = run(kernel, line)
+        assert reply["status"] == "ok" and not out.of("error"), (line, out.msgs)
+        assert len(out.widget_results()) == 1, (line, out.msgs)
+    reply, out = run(kernel, "w = get_ipython().run_line_magic('det', 'model describe kernel-model')\n"
+                             "print(type(w).__name__, w.selected.value, 'kernel-model' in w.table.value)")
+    assert out.stream("stdout").strip() == f"ModelRegistryWidget {model['id']} True", out.msgs
+    reply, out = run(kernel, "%det model list --json")
+    assert json.loads(out.stream("stdout"))[0]["name"] == "kernel-model", out.msgs
+
+    # Errors: one line each, never a traceback.
+    for line, message in (
+            ("%det model create kernel-model", "Error: a model named 'kernel-model' already exists"),
+            ("%det model describe no-such-model", "Error: model no-such-model not found"),
+            ("%det model register-version kernel-model no-such-uuid",
+             "Error: checkpoint no-such-uuid not found")):
+        reply, out = run(kernel, line)
+        text = out.stream("stderr")
+        assert reply["status"] == "ok" and not out.of("error"), (line, out.msgs)
+        assert text.startswith(message) and len(text.strip().splitlines()) == 1, (line, text)
+    assert admin.get("/api/v1/models/kernel-model")["model"]["numVersions"] == 0
 
 
 @pytest.mark.parametrize(("line", "stderr"), [

@@ -1,74 +1,85 @@
-"""Plotly trace syncing and a widget fed by a named test double (no kernel, no master)."""
+"""The chart widget's wire form and widgets fed by named test doubles (no kernel, no master).
+
+What the browser draws from that wire form (and again after a page reload) is tested in
+``tests/browser/test_widget_chart.py``.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import pytest
 
-pytest.importorskip("plotly", reason="the widgets need plotly (a product dependency)")
+pytest.importorskip("anywidget", reason="the widgets need anywidget (a product dependency)")
 
-from det_jupyter.widgets import ClusterWidget, ExperimentWidget  # noqa: E402
+from det_jupyter.widgets import ClusterWidget, ExperimentWidget, TrialWidget  # noqa: E402
 from det_jupyter.widgets._charts import (  # noqa: E402
-    chart_row,
-    line_figure,
-    parcoords,
-    parcoords_figure,
-    sync_lines,
+    MAX_POINTS,
+    line_chart,
+    panel,
+    parcoords_chart,
+    set_coords,
+    set_panels,
+    thin,
 )
+from det_jupyter.widgets._views import crash_reason  # noqa: E402
 
 
-def traces(fig: Any) -> dict[str, tuple[list[Any], list[Any]]]:
-    return {t.name: (list(t.x), list(t.y)) for t in fig.data}
+def test_panels_send_no_nan_or_infinity() -> None:
+    p = panel("loss", {"trial 1": {"x": [1, 2, 3, 4, 5], "y": [1.0, math.nan, math.inf, -math.inf, True]}})
+    assert p["series"][0]["y"] == [1.0, None, None, None, None]
+    json.dumps(p, allow_nan=False)  # raises on NaN or infinity
+    chart = line_chart()
+    set_panels(chart, [p])
+    json.dumps(chart.get_state()["panels"], allow_nan=False)
 
 
-def test_sync_lines_updates_adds_and_removes_traces() -> None:
-    fig = line_figure("t")
-    sync_lines(fig, {"trial 1": {"x": [1], "y": [0.5]}})
-    first = fig.data[0]
-    sync_lines(fig, {"trial 1": {"x": [1, 2], "y": [0.5, 0.25]}, "trial 2": {"x": [1], "y": [1.0]}})
-    assert fig.data[0] is first  # updated in place, not replaced
-    assert traces(fig) == {"trial 1": ([1, 2], [0.5, 0.25]), "trial 2": ([1], [1.0])}
-    sync_lines(fig, {"trial 2": {"x": [1, 2], "y": [1.0, 0.9]}})
-    assert traces(fig) == {"trial 2": ([1, 2], [1.0, 0.9])}
+def test_set_panels_sends_only_changes() -> None:
+    chart = line_chart()
+    sent: list[Any] = []
+    chart.observe(lambda change: sent.append(change["new"]), names="panels")
+    one = [panel("loss", {"trial 1": {"x": [1], "y": [0.5]}})]
+    set_panels(chart, one)
+    set_panels(chart, [panel("loss", {"trial 1": {"x": [1], "y": [0.5]}})])
+    assert len(sent) == 1
+    set_panels(chart, [panel("loss", {"trial 1": {"x": [1, 2], "y": [0.5, 0.25]}})])
+    assert len(sent) == 2 and sent[-1][0]["series"][0]["y"] == [0.5, 0.25]
 
 
-def test_sync_lines_writes_a_note_across_empty_axes() -> None:
-    fig = line_figure("validation")
-    sync_lines(fig, {}, empty="no validation metrics yet")
-    assert [a.text for a in fig.layout.annotations] == ["no validation metrics yet"]
-    sync_lines(fig, {"trial 1": {"x": [4], "y": [0.25]}}, empty="no validation metrics yet")
-    assert not fig.layout.annotations and traces(fig) == {"trial 1": ([4], [0.25])}
-
-
-def test_chart_row_wraps_and_scrolls_instead_of_clipping() -> None:
-    row = chart_row(line_figure("a"), line_figure("b"))
-    assert row.layout.flex_flow == "row wrap" and row.layout.overflow == "auto"
-    assert len(row.children) == 2
-
-
-def test_parcoords_title_sits_above_the_axis_labels() -> None:
-    fig = parcoords_figure("hyperparameters")
-    # plotly draws each axis' label and top range tick ~20-35 px above the axes: the margin
-    # holds them and the title sits at the figure's top edge, clear of them.
-    assert fig.layout.margin.t >= 90
-    assert (fig.layout.title.text, fig.layout.title.y, fig.layout.title.yref,
-            fig.layout.title.yanchor) == ("hyperparameters", 1, "container", "top")
+def test_series_keep_their_colour_by_place_and_long_ones_are_thinned() -> None:
+    p = panel("v", {"trial 2": {"x": [], "y": []}, "trial 5": {"x": [1], "y": [2.0]}})
+    assert [(s["name"], s["color"]) for s in p["series"]] == [("trial 2", 0), ("trial 5", 1)]
+    xs = list(range(10 * MAX_POINTS + 7))
+    tx, ty = thin(xs, xs)
+    assert len(tx) == MAX_POINTS and tx[0] == 0 and tx[-1] == xs[-1] and tx == ty
+    assert tx == sorted(set(tx))
+    assert thin([1, 2], [3, 4]) == ([1, 2], [3, 4])
 
 
 def test_parcoords_categorical_ticks_and_missing_metric() -> None:
-    fig = line_figure("hp")
+    chart = parcoords_chart()
     coords = {"trial_ids": [1, 2], "color": [None, 0.5], "dimensions": [
         {"label": "opt", "values": [0, 1], "tickvals": [0, 1], "ticktext": ["adam", "sgd"]},
-        {"label": "loss", "values": [None, 0.5]}]}
-    parcoords(fig, coords)
-    (trace,) = fig.data
-    assert [d.label for d in trace.dimensions] == ["opt", "loss"]
-    assert list(trace.dimensions[0].ticktext) == ["adam", "sgd"]
-    assert trace.line.showscale is False  # one metric value: no scale to show
-    parcoords(fig, {**coords, "color": [0.1, 0.5]})
-    assert len(fig.data) == 1 and list(fig.data[0].line.color) == [0.1, 0.5]
-    assert fig.data[0].line.showscale is True
+        {"label": "loss", "values": [None, math.nan]}]}
+    set_coords(chart, "hyperparameters", coords, "loss")
+    assert chart.coords == {
+        "title": "hyperparameters", "trial_ids": [1, 2], "color": [None, 0.5], "colorLabel": "loss",
+        "empty": "no hyperparameters vary yet",
+        "dimensions": [{"label": "opt", "values": [0.0, 1.0], "ticktext": ["adam", "sgd"]},
+                       {"label": "loss", "values": [None, None]}]}
+    json.dumps(chart.coords, allow_nan=False)
+
+
+def test_crash_reason_is_the_last_tracebacks_exception_line() -> None:
+    lines = ["[rank=0] step 1", "Traceback (most recent call last):", '  File "a.py", line 1',
+             "    boom()", "RuntimeError: first", "", "During handling of the above exception:",
+             "[rank=0] Traceback (most recent call last):", '[rank=0]   File "train.py", line 9',
+             "[rank=0]     raise ValueError('boom')", "[rank=0] ValueError: boom", "exited with code 1"]
+    assert crash_reason(lines) == "ValueError: boom"
+    assert crash_reason(["all fine", "exited with code 1"]) is None
+    assert crash_reason(["Traceback (most recent call last):", '  File "x"']) is None
 
 
 class StaticCluster:
@@ -106,6 +117,7 @@ class ScriptedExperiment:
     def __init__(self) -> None:
         self.training: list[dict[str, Any]] = []
         self.validation: list[dict[str, Any]] = []
+        self.killed = 0
 
     def get_experiment(self, exp_id: int) -> _Experiment:
         return _Experiment(self)
@@ -121,6 +133,9 @@ class _Experiment:
 
     def trials(self) -> list[_Trial]:
         return [_Trial(self.det)]
+
+    def kill(self) -> None:
+        self.det.killed += 1
 
 
 class _Trial:
@@ -156,7 +171,9 @@ def test_experiment_widget_redraws_once_per_update_and_keeps_the_chosen_metric()
     try:
         assert "progress —" in w.header.value  # the master's 0 before any progress report
         assert w.draws == [("loss", None)]
-        assert [a.text for a in w.val_fig.layout.annotations] == ["no validation metrics yet"]
+        training, validation_panel = w.curves_chart.panels
+        assert training["series"][0]["y"] == [1.0] and training["ylabel"] == "loss"
+        assert validation_panel["series"] == [] and validation_panel["empty"] == "no validation metrics yet"
         # New metric names (the first validation, then one sorting first) change the
         # dropdowns' options, which alone would jump them to their first option and draw it.
         for validation in ([report(4, validation_loss=0.25, batches=4)],
@@ -167,29 +184,34 @@ def test_experiment_widget_redraws_once_per_update_and_keeps_the_chosen_metric()
             w.draws = []
             w._apply(w._fetch())
             assert w.draws == [("loss", "validation_loss")]
-            assert list(w.val_fig.data[0].y) == [r["metrics"]["validation_loss"] for r in validation]
-            assert not w.val_fig.layout.annotations
+            assert w.curves_chart.panels[1]["series"][0]["y"] == [
+                r["metrics"]["validation_loss"] for r in validation]
         assert list(w.val_metric.options) == ["accuracy", "batches", "validation_loss"]
         w.draws = []
         w.val_metric.value = "accuracy"  # the user's choice still redraws at once
-        assert w.draws == [("loss", "accuracy")] and list(w.val_fig.data[0].y) == [0.9]
+        assert w.draws == [("loss", "accuracy")]
+        assert w.curves_chart.panels[1]["series"][0]["y"] == [0.9]
+        assert w.curves_chart.panels[1]["ylabel"] == "accuracy"
     finally:
         w.close()
 
 
-def test_plotly_text_from_the_master_is_escaped() -> None:
-    fig = line_figure("<b>title</b>")
-    assert fig.layout.title.text == "&lt;b&gt;title&lt;/b&gt;"
-    sync_lines(fig, {"training.<a href='http://evil'>x</a>": {"x": [1], "y": [1.0]}})
-    sync_lines(fig, {"training.<a href='http://evil'>x</a>": {"x": [1, 2], "y": [1.0, 2.0]}})
-    assert traces(fig) == {"training.&lt;a href='http://evil'&gt;x&lt;/a&gt;": ([1, 2], [1.0, 2.0])}
-    sync_lines(fig, {}, empty="no <i>metrics</i>")
-    assert [a.text for a in fig.layout.annotations] == ["no &lt;i&gt;metrics&lt;/i&gt;"]
-    parcoords(fig, {"trial_ids": [1], "color": [None], "dimensions": [
-        {"label": "<br>lr\u202e", "values": [0], "tickvals": [0], "ticktext": ["<b>adam\u202e"]}]})
-    (coords,) = fig.data
-    assert coords.dimensions[0].label == "&lt;br&gt;lr\\u202e"
-    assert list(coords.dimensions[0].ticktext) == ["<b>adam\\u202e"]  # plotly shows it as text
+def test_kill_asks_first_and_cancel_does_nothing() -> None:
+    det = ScriptedExperiment()
+    w = ExperimentWidget(1, det, interval=60)  # type: ignore[arg-type]
+    try:
+        assert w.confirm in w.children and w.confirm.layout.display == "none"
+        w.buttons["kill"].click()
+        assert det.killed == 0 and w.confirm.layout.display == "flex"
+        question, yes, cancel = w.confirm.children
+        assert "Kill experiment 1?" in question.value and yes.description == "Yes, kill"
+        cancel.click()
+        assert det.killed == 0 and w.confirm.layout.display == "none"
+        w.buttons["kill"].click()
+        w.confirm.children[1].click()
+        assert det.killed == 1 and w.confirm.layout.display == "none"
+    finally:
+        w.close()
 
 
 class HostileExperiment(ScriptedExperiment):
@@ -225,9 +247,45 @@ def test_experiment_widget_shows_hostile_names_as_text() -> None:
             assert raw not in header
         assert "&lt;svg onload=alert(1)&gt;gpj.\\u202eexe" in header
         assert "&lt;img src=x onerror=alert(2)&gt; = 0.5" in header
-        assert w.train_fig.layout.yaxis.title.text == "&lt;i&gt;loss\\u202e"
-        assert w.val_fig.layout.yaxis.title.text == "&lt;img src=x onerror=alert(2)&gt;"
+        # The chart shows names as text (textContent), invisible characters made visible.
+        assert [p["ylabel"] for p in w.curves_chart.panels] == [
+            "<i>loss\\u202e", "<img src=x onerror=alert(2)>"]
         assert "<img" not in w.trials.value and "&lt;b&gt;adam" in w.trials.value
         assert "<u>" not in header and "&lt;u&gt;opt" in header
+    finally:
+        w.close()
+
+
+class CrashedTrial:
+    """A ``Determined`` stand-in serving trial 3, ended in ERROR with a traceback in its log."""
+
+    username = "admin"
+
+    def get_trial(self, trial_id: int) -> CrashedTrial:
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": 3, "experimentId": 1, "state": "STATE_ERROR", "hparams": {}}
+
+    def metrics(self) -> dict[str, list[dict[str, Any]]]:
+        return {"training": [report(1, loss=1.0, accuracy=0.5), report(2, loss=0.5, accuracy=0.75)],
+                "validation": [report(2, loss=0.75, val_acc=0.7)]}
+
+    def checkpoints(self) -> list[Any]:
+        return []
+
+    def log_tail(self, n: int) -> list[str]:
+        return ["Traceback (most recent call last):", '  File "train.py", line 3',
+                "ZeroDivisionError: division by zero"]
+
+
+def test_trial_widget_a_chart_per_metric_and_the_crash_reason() -> None:
+    w = TrialWidget(3, CrashedTrial(), interval=60)  # type: ignore[arg-type]
+    try:
+        assert not w.poller.running  # ended: nothing more to poll
+        assert "failed: ZeroDivisionError: division by zero" in w.header.value
+        panels = {p["title"]: [s["name"] for s in p["series"]] for p in w.chart.panels}
+        assert panels == {"accuracy": ["training"], "loss": ["training", "validation"],
+                          "val_acc": ["validation"]}
     finally:
         w.close()
