@@ -158,24 +158,23 @@ export class DetSidebar extends Widget {
       host.innerHTML = '<div class="det-Sidebar-empty">none</div>';
       return;
     }
-    const table = this._table(['ID', 'Name', 'State', '%', 'Best', '']);
+    const table = this._table([
+      ['ID', 'id'], ['Name', 'name'], ['State', 'state'], ['%', 'pct'], ['Best', 'best'], ['', 'open']
+    ]);
     const metrics = [...new Set(rows.map(r => r.metric).filter(m => m))];
     table.tHead!.rows[0].cells[4].title = metrics.length
       ? `best validation ${metrics.join(', ')} (the searcher metric)`
       : 'best searcher metric';
     for (const r of rows) {
-      const tr = this._row(table, [String(r.id), r.name, r.state, r.progress, r.best], [1]);
+      const tr = this._row(table, [String(r.id), r.name, r.state, r.progress, r.best]);
       tr.children[4].setAttribute('title', r.metric);
       tr.dataset.experimentId = String(r.id);
       tr.children[2].classList.add('det-Sidebar-state', `det-mod-${r.state.toLowerCase()}`);
-      const button = document.createElement('button');
-      button.className = 'det-Sidebar-open';
-      button.title = `Describe experiment ${r.id} in a notebook cell or console`;
-      button.textContent = 'Open';
-      button.addEventListener('click', () => this._open(r.id));
-      tr.insertCell().appendChild(button);
+      nameCell(tr.cells[1], r.name);
+      this._opens(tr, `experiment ${r.id}`, `Describe experiment ${r.id} in a notebook cell or console`,
+        () => this._open(r.id));
     }
-    host.replaceChildren(table);
+    this._show(host, table);
   }
 
   private _renderJobs(rows: JobRow[]): void {
@@ -184,13 +183,17 @@ export class DetSidebar extends Widget {
       host.innerHTML = '<div class="det-Sidebar-empty">none</div>';
       return;
     }
-    const table = this._table(['#', 'Job', 'State', 'Slots', 'Waiting for']);
+    const table = this._table([
+      ['#', 'pos'], ['Job', 'name'], ['State', 'state'], ['Slots', 'slots'], ['Waiting for', 'wrap']
+    ]);
     for (const r of rows) {
-      const tr = this._row(table, [String(r.position), r.name, r.state, r.slots, r.wait], [1, 4]);
+      const tr = this._row(table, [String(r.position), r.name, r.state, r.slots, r.wait]);
       tr.dataset.jobPosition = String(r.position);
-      tr.children[1].setAttribute('title', `${r.kind.toLowerCase()} in pool ${r.pool}`);
+      const where = `${r.kind.toLowerCase()} in pool ${r.pool}`;
+      tr.children[1].setAttribute('title', where);
+      nameCell(tr.cells[1], r.name, where);
     }
-    host.replaceChildren(table);
+    this._show(host, table);
   }
 
   private _renderCluster(view: ClusterView): void {
@@ -200,9 +203,9 @@ export class DetSidebar extends Widget {
     summary.dataset.det = 'cluster-summary';
     summary.textContent = `${view.agents.length} agent${view.agents.length === 1 ? '' : 's'}, ` +
       `${view.used}/${view.total} slots used`;
-    const table = this._table(['Agent', 'Pool', 'Slots used', '']);
+    const table = this._table([['Agent', 'wrap'], ['Pool', 'pool'], ['Slots used', 'used'], ['', 'flag']]);
     for (const a of view.agents) {
-      this._row(table, [a.id, a.pool, `${a.used}/${a.total}`, a.enabled ? '' : 'disabled'], [0]);
+      this._row(table, [a.id, a.pool, `${a.used}/${a.total}`, a.enabled ? '' : 'disabled']);
     }
     host.replaceChildren(summary, ...(view.agents.length ? [table] : []));
   }
@@ -213,22 +216,63 @@ export class DetSidebar extends Widget {
       host.innerHTML = '<div class="det-Sidebar-empty">none</div>';
       return;
     }
-    const table = this._table(['Kind', 'Description', 'State', '']);
+    const table = this._table([['Kind', 'kind'], ['Description', 'name'], ['State', 'state'], ['', 'open']]);
     for (const r of rows) {
       const kind = r.kind === 'notebook' ? 'Notebook' : 'TensorBoard';
-      const tr = this._row(table, [kind, r.description, r.state], [1]);
+      const tr = this._row(table, [kind, r.description, r.state]);
       tr.dataset.taskId = r.id;
       tr.dataset.taskKind = r.kind;
       tr.children[1].setAttribute('title', r.title);
       tr.children[2].classList.add('det-Sidebar-state', `det-mod-${r.state}`);
-      const button = document.createElement('button');
-      button.className = 'det-Sidebar-open';
-      button.title = `Open ${kind} ${r.id} in a new browser tab`;
-      button.textContent = 'Open';
-      button.addEventListener('click', () => void this._openTask(r));
-      tr.insertCell().appendChild(button);
+      nameCell(tr.cells[1], r.description, r.title);
+      this._opens(tr, `${r.kind} ${r.id}`, `Open ${kind} ${r.id} in a new browser tab`,
+        () => void this._openTask(r));
     }
+    this._show(host, table);
+  }
+
+  /**
+   * Make a click, Enter or Space anywhere on `tr` do `open`, and give the row an Open button
+   * (for the eye; it has no listener of its own: its click bubbles to the row's, so it opens
+   * once, and the row, not the button, is the tab stop). `key` names the row across polls.
+   */
+  private _opens(tr: HTMLTableRowElement, key: string, what: string, open: () => void): void {
+    tr.classList.add('det-mod-clickable');
+    tr.tabIndex = 0;
+    tr.title = what;
+    tr.dataset.openKey = key;
+    tr.addEventListener('click', () => {
+      // A drag that selects text in the row (to copy a name) is not a click on it.
+      const selection = window.getSelection();
+      if (selection && !selection.isCollapsed && tr.contains(selection.anchorNode)) {
+        return;
+      }
+      open();
+    });
+    tr.addEventListener('keydown', event => {
+      if (event.target === tr && (event.key === 'Enter' || event.key === ' ')) {
+        event.preventDefault(); // Space would scroll the panel
+        open();
+      }
+    });
+    const button = document.createElement('button');
+    button.className = 'det-Sidebar-open';
+    button.title = what;
+    button.tabIndex = -1;
+    button.textContent = 'Open';
+    tr.insertCell().appendChild(button);
+    tr.cells[tr.cells.length - 1].className = 'det-Sidebar-col-open';
+  }
+
+  /** Show `table` in `host`; a row that had the keyboard focus keeps it across the re-render. */
+  private _show(host: HTMLElement, table: HTMLTableElement): void {
+    const focused = document.activeElement as HTMLElement | null;
+    const key = focused && host.contains(focused) ? focused.dataset.openKey : undefined;
     host.replaceChildren(table);
+    if (key !== undefined) {
+      const row = Array.from(table.tBodies[0].rows).find(tr => tr.dataset.openKey === key);
+      row?.focus({ preventScroll: true });
+    }
   }
 
   /**
@@ -267,28 +311,33 @@ export class DetSidebar extends Widget {
     }
   }
 
-  private _table(headers: string[]): HTMLTableElement {
+  /**
+   * A table of `[header, column]` columns: each th and td gets the class `det-Sidebar-col-<column>`,
+   * which sets its width and which narrow panels hide it (index.css). Column `name` takes what
+   * the others leave; `wrap` too, and its text wraps.
+   */
+  private _table(columns: [string, string][]): HTMLTableElement {
     const table = document.createElement('table');
     table.className = 'det-Sidebar-table';
     const head = table.createTHead().insertRow();
-    for (const h of headers) {
+    for (const [label, column] of columns) {
       const th = document.createElement('th');
-      th.textContent = h;
+      th.textContent = label;
+      th.className = `det-Sidebar-col-${column}`;
       head.appendChild(th);
     }
     table.createTBody();
     return table;
   }
 
-  /** A body row; the cells at `wrap` may break lines (names, reasons), the rest do not. */
-  private _row(table: HTMLTableElement, cells: string[], wrap: number[] = []): HTMLTableRowElement {
+  /** A body row, its cells in the columns of the table's header. */
+  private _row(table: HTMLTableElement, cells: string[]): HTMLTableRowElement {
+    const header = table.tHead!.rows[0].cells;
     const tr = table.tBodies[0].insertRow();
     cells.forEach((c, i) => {
       const td = tr.insertCell();
       td.textContent = c;
-      if (wrap.includes(i)) {
-        td.classList.add('det-mod-wrap');
-      }
+      td.className = header[i].className;
     });
     return tr;
   }
@@ -315,4 +364,16 @@ export class DetSidebar extends Widget {
   private _open: (id: number) => void;
   private _timer = 0;
   private _refreshing = false;
+}
+
+/**
+ * Show `text` on one line, cut with an ellipsis where the column is too narrow, and whole in a
+ * tooltip (with `detail` on a second line).
+ */
+function nameCell(td: HTMLTableCellElement, text: string, detail = ''): void {
+  const span = document.createElement('span');
+  span.className = 'det-Sidebar-name';
+  span.textContent = text;
+  span.title = detail ? `${text}\n${detail}` : text;
+  td.replaceChildren(span);
 }
