@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from jupyter_server.base.handlers import APIHandler
+from pathlib import Path
+
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 
 from ._identity import det_session
@@ -30,3 +32,19 @@ class LabSessionHandler(APIHandler):
         token = self.settings["det_master"].auth.session_for(username)
         self.set_header("Cache-Control", "no-store")
         self.finish({"token": token, "username": username})
+
+
+CHART_MODULE = Path(__file__).resolve().parent.parent / "widgets" / "static" / "chart.js"
+
+
+class ChartModuleHandler(JupyterHandler):
+    """``GET /det-jupyter/chart.js``: the notebook widgets' chart module, for the JupyterLab
+    dashboard (one implementation draws both). Jupyter-authenticated, like the Lab itself."""
+
+    jupyter_auth = True
+
+    @web.authenticated
+    def get(self) -> None:
+        self.set_header("Content-Type", "text/javascript; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache")
+        self.finish(CHART_MODULE.read_bytes())

@@ -48,6 +48,7 @@ _TASK = r"([^/]+)"
 ROUTES: list[tuple[str, Any]] = [
     (r"/info", _auth.InfoHandler),
     (r"/det-jupyter/session", _lab.LabSessionHandler),
+    (r"/det-jupyter/chart\.js", _lab.ChartModuleHandler),
     (r"/proxy/([^/]+)/(.*)", proxy_server.MasterProxyHandler),  # 307 to the proxy's origin
     (r"/proxy/([^/]+)", _proxy.ProxyRootHandler),
     (r"/det-jupyter/tunnel/([^/]+)", _shells.ShellTunnelHandler),

@@ -121,6 +121,47 @@ export class DetApi {
     return body;
   }
 
+  /** POST, PUT, PATCH or DELETE a det route with a JSON body; the reply's JSON. */
+  async send(method: string, path: string, body?: unknown): Promise<any> {
+    const resp = await this.raw(path, {
+      method,
+      headers: { 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body)
+    });
+    return readJson(resp);
+  }
+
+  /**
+   * A det route's raw response (for streams and downloads); AuthRequired when the session is
+   * gone, ApiError (with the master's message) for any other failure.
+   */
+  async raw(path: string, init: RequestInit = {}): Promise<Response> {
+    if (this._mode === null) {
+      throw new AuthRequired('not logged in');
+    }
+    let resp: Response;
+    if (this._mode === 'jupyter') {
+      resp = await ServerConnection.makeRequest(this._url(path), init, this._settings);
+    } else {
+      const headers = new Headers(init.headers);
+      headers.set('Authorization', `Bearer ${this._token}`);
+      resp = await fetch(this._url(path), { ...init, headers, credentials: 'omit', cache: 'no-store' });
+    }
+    if (resp.status === 401) {
+      this.logout();
+      throw new AuthRequired(errorMessage(await readJson(resp), resp));
+    }
+    if (!resp.ok) {
+      throw new ApiError(resp.status, errorMessage(await readJson(resp), resp));
+    }
+    return resp;
+  }
+
+  /** A URL of this server (for what is not a det API call: the chart module). */
+  url(path: string): string {
+    return this._url(path);
+  }
+
   private async _probe(mode: Mode): Promise<boolean> {
     try {
       const resp = await this._fetch(mode, 'api/v1/me');

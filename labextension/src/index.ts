@@ -1,7 +1,8 @@
 /**
  * det-jupyter's JupyterLab extension: a left-sidebar panel with the master's experiments,
- * jobs and cluster and the user's notebooks and TensorBoards, and a command that describes an
- * experiment in a notebook or console.
+ * jobs and cluster and the user's notebooks and TensorBoards; a command that describes an
+ * experiment in a notebook or console; and the dashboard, main-area panels (experiments, an
+ * experiment, a trial, the model registry) that a reload or a re-opened Lab restores.
  */
 
 import {
@@ -9,14 +10,26 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { WidgetTracker } from '@jupyterlab/apputils';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { DetApi } from './api';
+import { DashPanel, INavigator } from './dash_common';
+import { ExperimentPanel } from './dash_experiment';
+import { ExperimentsPanel } from './dash_experiments';
+import { RegistryPanel } from './dash_registry';
+import { TrialPanel } from './dash_trial';
 import { describeCode } from './model';
 import { DetSidebar } from './sidebar';
 
 export const OPEN_EXPERIMENT = 'det-jupyter:open-experiment';
+export const DASH_EXPERIMENTS = 'det-jupyter:dashboard-experiments';
+export const DASH_EXPERIMENT = 'det-jupyter:dashboard-experiment';
+export const DASH_TRIAL = 'det-jupyter:dashboard-trial';
+export const DASH_REGISTRY = 'det-jupyter:dashboard-registry';
+/** Reopens a restored panel: `{kind, id}` (what the layout restorer stored). */
+export const DASH_OPEN = 'det-jupyter:dashboard-open';
 
 const detIcon = new LabIcon({
   name: 'det-jupyter:icon',
@@ -81,9 +94,82 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    const api = new DetApi();
+    const nav: INavigator = {
+      experiments: () => void app.commands.execute(DASH_EXPERIMENTS),
+      experiment: id => void app.commands.execute(DASH_EXPERIMENT, { id }),
+      trial: id => void app.commands.execute(DASH_TRIAL, { id }),
+      registry: () => void app.commands.execute(DASH_REGISTRY)
+    };
+    const tracker = new WidgetTracker<DashPanel>({ namespace: 'det-jupyter-dashboard' });
+    /** Show the panel of id `id`, made by `make` unless it is open already. */
+    const show = (id: string, make: () => DashPanel): DashPanel => {
+      let panel = tracker.find(w => w.id === id);
+      if (!panel) {
+        panel = make();
+        app.shell.add(panel, 'main');
+        void tracker.add(panel);
+      }
+      app.shell.activateById(panel.id);
+      return panel;
+    };
+    const idArg = (args: any, what: string): number => {
+      const id = Number(args.id);
+      if (!Number.isInteger(id) || id < 1) {
+        throw new Error(`${what} needs an id, got ${String(args.id)}`);
+      }
+      return id;
+    };
+    app.commands.addCommand(DASH_EXPERIMENTS, {
+      label: 'det: Experiments',
+      caption: 'The experiments table of the det master',
+      execute: () => show('det-dash-experiments', () => new ExperimentsPanel(api, nav))
+    });
+    app.commands.addCommand(DASH_EXPERIMENT, {
+      label: args => (args.id === undefined ? 'det: Experiment' : `det: Experiment ${args.id}`),
+      execute: args => {
+        const id = idArg(args, DASH_EXPERIMENT);
+        return show(`det-dash-experiment-${id}`, () => new ExperimentPanel(api, nav, id));
+      }
+    });
+    app.commands.addCommand(DASH_TRIAL, {
+      label: args => (args.id === undefined ? 'det: Trial' : `det: Trial ${args.id}`),
+      execute: args => {
+        const id = idArg(args, DASH_TRIAL);
+        return show(`det-dash-trial-${id}`, () => new TrialPanel(api, nav, id));
+      }
+    });
+    app.commands.addCommand(DASH_REGISTRY, {
+      label: 'det: Model registry',
+      execute: () => show('det-dash-registry', () => new RegistryPanel(api, nav))
+    });
+    app.commands.addCommand(DASH_OPEN, {
+      label: 'det: Open a dashboard panel',
+      execute: args => {
+        const command = { experiments: DASH_EXPERIMENTS, experiment: DASH_EXPERIMENT, trial: DASH_TRIAL,
+          registry: DASH_REGISTRY }[String(args.kind)];
+        if (!command) {
+          throw new Error(`${DASH_OPEN}: no dashboard panel of kind ${String(args.kind)}`);
+        }
+        return app.commands.execute(command, args.id === undefined ? {} : { id: args.id });
+      }
+    });
+    if (restorer) {
+      // The panel's id says what it shows: det-dash-<kind>[-<id>].
+      void restorer.restore(tracker, {
+        command: DASH_OPEN,
+        args: (panel: DashPanel) => {
+          const [, kind, id] = panel.id.match(/^det-dash-([a-z]+)(?:-(\d+))?$/) ?? [];
+          return id ? { kind, id: Number(id) } : { kind };
+        },
+        name: (panel: DashPanel) => panel.id
+      });
+    }
+
     const sidebar = new DetSidebar({
-      api: new DetApi(),
-      openExperiment: id => void app.commands.execute(OPEN_EXPERIMENT, { id })
+      api,
+      openExperiment: id => void app.commands.execute(OPEN_EXPERIMENT, { id }),
+      openDashboard: nav
     });
     sidebar.title.icon = detIcon;
     sidebar.title.caption = 'det-jupyter';

@@ -27,6 +27,8 @@ export interface ISidebarOptions {
   api: DetApi;
   /** Called when the user asks to describe an experiment in a notebook or console. */
   openExperiment: (id: number) => void;
+  /** Opens the dashboard's main-area panels (its buttons at the top of the content). */
+  openDashboard?: { experiments(): void; registry(): void };
 }
 
 export class DetSidebar extends Widget {
@@ -49,6 +51,10 @@ export class DetSidebar extends Widget {
         <p class="det-Sidebar-error" data-det="login-error"></p>
       </form>
       <div data-det="content" hidden>
+        <div class="det-Sidebar-nav">
+          <button type="button" class="jp-mod-styled" data-det="dash-experiments">Dashboard</button>
+          <button type="button" class="jp-mod-styled" data-det="dash-registry">Model registry</button>
+        </div>
         <section data-section="experiments"><h3>Experiments</h3><div data-det="experiments"></div></section>
         <section data-section="jobs"><h3>Jobs</h3><div data-det="jobs"></div></section>
         <section data-section="cluster"><h3>Cluster</h3><div data-det="cluster"></div></section>
@@ -56,6 +62,9 @@ export class DetSidebar extends Widget {
           <div data-det="tasks"></div>
         </section>
       </div>`;
+    const dashboard = options.openDashboard;
+    this._part('dash-experiments').addEventListener('click', () => dashboard?.experiments());
+    this._part('dash-registry').addEventListener('click', () => dashboard?.registry());
     this._part('login').addEventListener('submit', event => {
       event.preventDefault();
       void this._login();

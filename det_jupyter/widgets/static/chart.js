@@ -204,7 +204,8 @@ function drawCoords(box, coords, width, height) {
     t.textContent = coords.empty || 'no hyperparameters vary yet';
     return;
   }
-  const top = 34, bottom = height - 24, left = 50, right = width - 50;
+  // Room at both ends for an end axis' centred title and its tick labels.
+  const top = 34, bottom = height - 24, left = 70, right = width - 70;
   const gap = dims.length > 1 ? (right - left) / (dims.length - 1) : 0;
   const axes = dims.map((d, j) => {
     const x = dims.length > 1 ? left + j * gap : (left + right) / 2;

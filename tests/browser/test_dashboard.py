@@ -1,0 +1,233 @@
+"""The dashboard inside JupyterLab, in headless Chromium against a real master: opened from
+the sidebar, the experiments table leads to a finished search's page with a curve per trial,
+which a reload restores and the dark theme recolours; a trial's page shows why it crashed and
+filters its log; a checkpoint is registered as a model version from the trial page and shows
+in the registry page; an experiment is killed through the confirmation; a notebook is launched
+from a button and reached. Screenshots go to ``tests/browser/artifacts/``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._master import MasterProcess, wait_for
+from tests.browser.conftest import SKIP_REASON, log_in_if_asked, open_lab
+from tests.integration._exp import submit_counter, trials
+
+if SKIP_REASON:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
+
+from playwright import sync_api  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+TRIALS = 4
+
+# What a chart host draws: per panel, its series and points (chart.js's data attributes).
+PANELS_JS = """
+(host) => Array.from(host.querySelectorAll('.det-chart-panel')).map(p => {
+  const box = p.querySelector('.det-chart-box');
+  return {title: p.dataset.title, series: Number(box.dataset.series || 0),
+          points: Number(box.dataset.points || 0), lines: p.querySelectorAll('path.det-chart-line').length};
+})
+"""
+
+LUMA_JS = """
+(host) => {
+  const t = host.querySelector('svg text');
+  const [r, g, b] = getComputedStyle(t).fill.match(/[0-9.]+/g).map(Number);
+  return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+}
+"""
+
+
+def _state(master: MasterProcess, exp_id: int) -> str:
+    return master.admin().get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+
+
+@pytest.fixture(scope="module")
+def experiments(lab: tuple[MasterProcess, str]) -> Iterator[dict[str, int]]:
+    """A finished grid search of TRIALS trials (x = 0.01, 0.1, 1, 10), an experiment whose
+    trial raised, and a model to register into."""
+    master, _ = lab
+    admin = master.admin()
+    search = submit_counter(admin, length=12, searcher={
+        "name": "grid", "metric": "validation_loss", "max_length": {"batches": 12}},
+        x={"type": "log", "base": 10, "minval": -2, "maxval": 1, "count": TRIALS})
+    crashed = submit_counter(admin, raise_at=3, max_restarts=0)
+    for exp_id in (search, crashed):
+        wait_for(lambda e=exp_id: _state(master, e) in ("STATE_COMPLETED", "STATE_ERROR"), timeout=180,
+                 what=f"experiment {exp_id} to end")
+    assert _state(master, search) == "STATE_COMPLETED" and _state(master, crashed) == "STATE_ERROR"
+    admin.post("/api/v1/models", {"name": "dash-model"})
+    yield {"search": search, "crashed": crashed}
+
+
+def _wait_saved(master: MasterProcess, token: str, panel_id: str) -> None:
+    """Wait until JupyterLab's saved workspace names ``panel_id`` (what a reload restores)."""
+    def saved() -> bool:
+        with urllib.request.urlopen(f"{master.url}/lab/api/workspaces?token={token}", timeout=10) as r:
+            return panel_id in r.read().decode()
+    wait_for(saved, timeout=30, interval=0.5, what=f"the workspace to hold {panel_id}")
+
+
+def _open_dashboard(page: Any) -> None:
+    # The saved workspace may have restored the sidebar open already (a click would close it).
+    page.locator("#jupyterlab-splash").wait_for(state="detached")
+    tab = page.locator('.jp-SideBar li[data-id="det-jupyter-sidebar"]')
+    sidebar = page.locator("#det-jupyter-sidebar")
+    for _ in range(3):  # a click toggles: open it, or close and reopen it
+        if sidebar.is_visible():
+            break
+        tab.click()
+        time.sleep(1)
+    sidebar.wait_for(state="visible")
+    log_in_if_asked(page)
+    page.locator('#det-jupyter-sidebar [data-det="dash-experiments"]').click()
+    sync_api.expect(page.locator("#det-dash-experiments")).to_be_visible()
+
+
+def test_experiment_pages_curves_reload_theme_and_trial_logs(
+        lab: tuple[MasterProcess, str], browser: Any, experiments: dict[str, int],
+        screenshot: Callable[[Any, str], Path]) -> None:
+    expect = sync_api.expect
+    master, token = lab
+    search = experiments["search"]
+    page = open_lab(browser, lab, width=1400, height=1100)
+    try:
+        _open_dashboard(page)
+        table = page.locator("#det-dash-experiments .det-Dash-table")
+        row = table.locator(f'tr[data-key="{search}"]')
+        expect(row).to_be_visible()
+        expect(table.locator(f'tr[data-key="{experiments["crashed"]}"] td[data-col="state"]')).to_have_text("ERROR")
+        screenshot(page, "dashboard-experiments")
+        row.locator('td[data-col="name"]').click()
+
+        panel = page.locator(f"#det-dash-experiment-{search}")
+        expect(panel).to_be_visible()
+        curves = panel.locator('[data-det="curves"]')
+        started = time.time()
+        page.wait_for_function(
+            f"(h) => {{ const p = ({PANELS_JS})(h); return p.length === 1 && p[0].lines === {TRIALS}; }}",
+            arg=curves.element_handle(), timeout=30_000)
+        print(f"experiment page: {TRIALS} curves drawn {time.time() - started:.2f} s after the click")
+        (drawn,) = page.evaluate(PANELS_JS, curves.element_handle())
+        assert drawn["title"] == "validation.validation_loss" and drawn["series"] == TRIALS
+        assert drawn["points"] == TRIALS * 3  # validations at 5, 10 and 12 batches
+        coords = page.evaluate(PANELS_JS, panel.locator('[data-det="coords"]').element_handle())
+        assert coords and coords[0]["series"] == TRIALS
+        expect(panel.locator('[data-det="importance"] [data-hp="x"]')).to_be_visible()
+        # x from 0.01 to 10: a log axis in parallel coordinates.
+        expect(panel.locator('[data-det="coords"] .det-chart-axis-title', has_text="x (log)")).to_have_count(1)
+        screenshot(page, "dashboard-experiment")
+
+        # Reloaded: the panel is restored and draws every curve again. (JupyterLab saves the
+        # layout to its workspace a moment after a change: wait until it holds the panel.)
+        _wait_saved(master, token, f"det-dash-experiment-{search}")
+        page.reload()
+        tab = page.locator(".lm-TabBar-tab", has_text=re.compile(rf"^det: experiment {search}$"))
+        expect(tab).to_have_count(1, timeout=60_000)
+        tab.click()
+        panel = page.locator(f"#det-dash-experiment-{search}")
+        expect(panel).to_be_visible()
+        curves = panel.locator('[data-det="curves"]')
+        page.wait_for_function(
+            f"(h) => {{ const p = ({PANELS_JS})(h); return p.length === 1 && p[0].lines === {TRIALS}; }}",
+            arg=curves.element_handle(), timeout=30_000)
+        light = page.evaluate(LUMA_JS, curves.element_handle())
+        page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+        page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Dark$")).click()
+        page.wait_for_function(f"(h) => ({LUMA_JS})(h) > 0.5", arg=curves.element_handle(), timeout=20_000)
+        screenshot(page, "dashboard-experiment-dark")
+        assert light < 0.5
+
+        # A trial's page: one chart per metric, its log filtered by a search.
+        first = min(t["id"] for t in trials(master.admin(), search))
+        panel.locator(f'.det-Dash-table tr[data-key="{first}"] td[data-col="state"]').click()
+        trial = page.locator(f"#det-dash-trial-{first}")
+        expect(trial).to_be_visible()
+        charts = trial.locator('[data-det="metrics"]')
+        page.wait_for_function(f"(h) => ({PANELS_JS})(h).length >= 3", arg=charts.element_handle())
+        titles = [p["title"] for p in page.evaluate(PANELS_JS, charts.element_handle())]
+        assert titles == ["batches", "loss", "step", "validation_loss"], titles
+        log = trial.locator('[data-det="log"]')
+        expect(log).to_contain_text("done")
+        everything = int(log.get_attribute("data-lines") or 0)
+        trial.locator('[data-det="log-search"]').fill("starting at step")
+        trial.locator('[data-det="log-search"]').press("Enter")
+        expect(log).to_have_attribute("data-lines", "1")
+        expect(log).to_contain_text("run 1 starting at step 0")
+        assert everything > 1
+        screenshot(page, "dashboard-trial")
+    finally:
+        page.close()
+
+
+def test_crash_register_kill_and_launch(lab: tuple[MasterProcess, str], browser: Any, experiments: dict[str, int],
+                                       screenshot: Callable[[Any, str], Path]) -> None:
+    expect = sync_api.expect
+    master, _ = lab
+    admin = master.admin()
+    page = open_lab(browser, lab, width=1400, height=1100)
+    try:
+        _open_dashboard(page)
+        # The crashed experiment's page says why its trial failed.
+        crashed = experiments["crashed"]
+        page.locator(f'#det-dash-experiments tr[data-key="{crashed}"] td[data-col="name"]').click()
+        exp_panel = page.locator(f"#det-dash-experiment-{crashed}")
+        expect(exp_panel.locator(".det-Dash-crashes")).to_contain_text("ValueError: boom at step 3")
+
+        # Register a checkpoint of the search's first trial from its page.
+        first = min(t["id"] for t in trials(admin, experiments["search"]))
+        ckpt = admin.get(f"/api/v1/trials/{first}/checkpoints")["checkpoints"][-1]["uuid"]
+        exp_id = experiments["search"]
+        page.locator('#det-jupyter-sidebar [data-det="dash-experiments"]').click()
+        page.locator(f'#det-dash-experiments tr[data-key="{exp_id}"] td[data-col="name"]').click()
+        page.locator(f'#det-dash-experiment-{exp_id} .det-Dash-table tr[data-key="{first}"] td[data-col="state"]').click()
+        trial = page.locator(f"#det-dash-trial-{first}")
+        row = trial.locator(f'.det-Dash-table tr[data-key="{ckpt}"]')
+        row.locator('[data-det="register"]').select_option("dash-model")
+        expect(trial.locator(".det-Dash-status")).to_contain_text(f"registered {ckpt} as version 1 of dash-model")
+        page.locator('#det-jupyter-sidebar [data-det="dash-registry"]').click()
+        registry = page.locator("#det-dash-registry")
+        registry.locator('tr[data-key="dash-model"] td[data-col="name"]').click()
+        expect(registry.locator('tr[data-key="1"] td[data-col="uuid"]')).to_have_text(ckpt)
+        screenshot(page, "dashboard-registry")
+
+        # Kill a running experiment: nothing happens until the confirmation's Yes.
+        running = submit_counter(admin, length=600, sleep=0.5)
+        wait_for(lambda: _state(master, running) == "STATE_RUNNING", timeout=90, what="a running experiment")
+        page.locator('#det-jupyter-sidebar [data-det="dash-experiments"]').click()
+        table = page.locator("#det-dash-experiments")
+        box = table.locator(f'tr[data-key="{running}"] input[type="checkbox"]')
+        expect(box).to_be_visible(timeout=15_000)
+        box.check()
+        table.locator('button[data-verb="kill"]').click()
+        confirm = table.locator(".det-Dash-confirm")
+        expect(confirm).to_contain_text(f"Kill 1 experiment(s): {running}?")
+        time.sleep(1)
+        assert _state(master, running) == "STATE_RUNNING"  # asked, not done
+        screenshot(page, "dashboard-kill-confirm")
+        confirm.locator('[data-det="confirm-yes"]').click()
+        wait_for(lambda: _state(master, running) == "STATE_CANCELED", timeout=60, what="the kill")
+
+        # Launch a notebook from its button; the tab reaches its JupyterLab.
+        with page.context.expect_page() as info:
+            table.locator('[data-det="launch-notebook"]').click()
+        tab = info.value
+        tab.set_default_timeout(180_000)
+        tab.wait_for_url(re.compile(r"/proxy/[^/]+/lab(?!.*det_ticket)"))
+        expect(tab).to_have_title(re.compile("JupyterLab"))
+        expect(tab.locator("#jp-main-dock-panel")).to_be_visible()
+        screenshot(tab, "dashboard-launched-notebook")
+        tab.close()
+    finally:
+        page.close()
