@@ -70,6 +70,34 @@ def _widget_for(args: argparse.Namespace) -> Any:
     return widgets.ClusterWidget(det)
 
 
+DASHBOARD_MIME = "application/vnd.det-jupyter.dashboard+json"
+_DASHBOARD_USAGE = "usage: %det dashboard [experiments | experiment ID | trial ID | registry]"
+
+
+class DashboardLink:
+    """What ``%det dashboard …`` returns: in JupyterLab with det-jupyter's extension, a button
+    that opens that dashboard panel (``DASHBOARD_MIME``); elsewhere, a line saying so."""
+
+    def __init__(self, kind: str, ident: int | None = None) -> None:
+        self.kind, self.id = kind, ident
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind} if self.id is None else {"kind": self.kind, "id": self.id}
+        what = self.kind if self.id is None else f"{self.kind} {self.id}"
+        return {DASHBOARD_MIME: data,
+                "text/plain": f"det dashboard: {what} (a button in JupyterLab with det-jupyter's extension)"}
+
+
+def dashboard_link(argv: list[str]) -> DashboardLink:
+    """``%det dashboard`` arguments → the panel they name; UsageError for anything else."""
+    kind = argv[0] if argv else "experiments"
+    if kind in ("experiments", "registry") and len(argv) <= 1:
+        return DashboardLink(kind)
+    if kind in ("experiment", "trial") and len(argv) == 2 and argv[1].isdigit() and int(argv[1]) > 0:
+        return DashboardLink(kind, int(argv[1]))
+    raise UsageError(_DASHBOARD_USAGE)
+
+
 def run_det(line: str) -> Any:
     """What ``%det LINE`` does; returns a widget or ``None`` (the CLI printed its output)."""
     from det_jupyter.cli.det import build_parser, experiments, main
@@ -79,6 +107,8 @@ def run_det(line: str) -> Any:
         argv = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"%det: {exc}") from None
+    if argv[:1] == ["dashboard"]:
+        return dashboard_link(argv[1:])
     parser = build_parser()
     parser.prog = "%det"
     err = io.StringIO()
@@ -183,7 +213,9 @@ class DetMagics(Magics):
         """%det COMMAND … — det-jupyter's ``det`` command (``%det -h``). Where the command
         prints a table (``e list``, ``e describe``, ``t describe``, ``job list``,
         ``agent list``, ``slot list``, ``model list``, ``model describe``) it returns a live
-        widget instead; ``e create`` prints the new id and returns the experiment's widget.
+        widget instead; ``e create`` prints the new id and returns the experiment's widget;
+        ``dashboard [experiments | experiment ID | trial ID | registry]`` returns a button that
+        opens that JupyterLab dashboard panel.
         Errors are one line, never a traceback."""
         try:
             return run_det(line)

@@ -11,6 +11,7 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { WidgetTracker } from '@jupyterlab/apputils';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
@@ -74,8 +75,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description:
     "Experiments, jobs, the cluster and the user's notebooks and TensorBoards of the det-jupyter master, live.",
   autoStart: true,
-  optional: [ILayoutRestorer],
-  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null) => {
+  optional: [ILayoutRestorer, IRenderMimeRegistry],
+  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null, rendermime: IRenderMimeRegistry | null) => {
     app.commands.addCommand(OPEN_EXPERIMENT, {
       label: args => (args.id === undefined ? 'Describe a det experiment' : `Describe experiment ${args.id}`),
       describedBy: {
@@ -166,6 +167,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
       });
     }
 
+    // `%det dashboard …` outputs this MIME type: a button that opens the panel it names.
+    rendermime?.addFactory({
+      safe: true,
+      mimeTypes: [DASHBOARD_MIME],
+      defaultRank: 10,
+      createRenderer: () => new DashboardLink(args => void app.commands.execute(DASH_OPEN, args))
+    });
+
     const sidebar = new DetSidebar({
       api,
       openExperiment: id => void app.commands.execute(OPEN_EXPERIMENT, { id }),
@@ -179,5 +188,27 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
   }
 };
+
+/** What `%det dashboard` returns: `{kind, id?}` of a dashboard panel. */
+export const DASHBOARD_MIME = 'application/vnd.det-jupyter.dashboard+json';
+
+class DashboardLink extends Widget {
+  constructor(private readonly _open: (args: { kind: string; id?: number }) => void) {
+    super();
+    this.addClass('det-DashboardLink');
+  }
+
+  async renderModel(model: { data: Record<string, unknown> }): Promise<void> {
+    const data = (model.data[DASHBOARD_MIME] ?? {}) as { kind?: unknown; id?: unknown };
+    const kind = String(data.kind ?? 'experiments');
+    const id = typeof data.id === 'number' ? data.id : undefined;
+    const button = document.createElement('button');
+    button.className = 'jp-mod-styled jp-mod-accept';
+    button.dataset.det = 'open-dashboard';
+    button.textContent = `Open ${kind}${id === undefined ? '' : ` ${id}`} in the det dashboard`;
+    button.addEventListener('click', () => this._open(id === undefined ? { kind } : { kind, id }));
+    this.node.replaceChildren(button);
+  }
+}
 
 export default plugin;

@@ -8,6 +8,7 @@ from a button and reached. Screenshots go to ``tests/browser/artifacts/``.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
@@ -229,5 +230,33 @@ def test_crash_register_kill_and_launch(lab: tuple[MasterProcess, str], browser:
         expect(tab.locator("#jp-main-dock-panel")).to_be_visible()
         screenshot(tab, "dashboard-launched-notebook")
         tab.close()
+    finally:
+        page.close()
+
+
+def test_det_magic_opens_a_dashboard_panel(lab: tuple[MasterProcess, str], browser: Any,
+                                           experiments: dict[str, int]) -> None:
+    expect = sync_api.expect
+    master, token = lab
+    search = experiments["search"]
+    # conftest's lab: the server's root dir lies beside the master's data dir.
+    (master.data_dir.parent / "root" / "dash.ipynb").write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+                   "source": f"%load_ext det_jupyter\n%det dashboard experiment {search}"}],
+        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(f"{master.url}/lab/tree/dash.ipynb?token={token}")
+        notebook = page.locator(".jp-NotebookPanel")
+        expect(page.get_by_text("(ipykernel) | Idle").first).to_be_visible(timeout=90_000)
+        notebook.locator(".jp-Notebook-cell").first.click()
+        page.keyboard.press("Shift+Enter")
+        link = notebook.locator('[data-det="open-dashboard"]')
+        expect(link).to_have_text(f"Open experiment {search} in the det dashboard", timeout=60_000)
+        link.click()
+        expect(page.locator(f"#det-dash-experiment-{search}")).to_be_visible()
     finally:
         page.close()

@@ -65,3 +65,23 @@ def test_cell_help_and_errors(nowhere: str, capsys: pytest.CaptureFixture[str], 
     assert submit_cell("--name x", "print(1)", {}) is None  # the master is unreachable
     err = capsys.readouterr().err
     assert err.startswith("Error: cannot reach the master") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("line", "data"), [
+    ("dashboard", {"kind": "experiments"}),
+    ("dashboard experiments", {"kind": "experiments"}),
+    ("dashboard experiment 3", {"kind": "experiment", "id": 3}),
+    ("dashboard trial 12", {"kind": "trial", "id": 12}),
+    ("dashboard registry", {"kind": "registry"}),
+])
+def test_dashboard_returns_a_link_to_the_panel(line: str, data: dict[str, object]) -> None:
+    bundle = run_det(line)._repr_mimebundle_()
+    assert bundle["application/vnd.det-jupyter.dashboard+json"] == data
+    assert bundle["text/plain"].startswith("det dashboard: ")
+
+
+@pytest.mark.parametrize("line", ["dashboard experiment", "dashboard trial x", "dashboard trial 0",
+                                  "dashboard registry 3", "dashboard models"])
+def test_dashboard_bad_arguments_are_usage_errors(line: str) -> None:
+    with pytest.raises(UsageError, match=r"usage: %det dashboard \[experiments"):
+        run_det(line)
