@@ -5,7 +5,9 @@ det credentials and land in JupyterLab with the sidebar.
   build hook in setup.py builds the sidebar when needed), installed into a fresh virtual
   environment with no Node on PATH, started with ``det-jupyter up --detach``, and driven by
   headless Chromium (Debian's, as tests/browser): ``/`` leads to the login page, a wrong password
-  is refused, det credentials open JupyterLab with the sidebar, which acts as that det user.
+  is refused, det credentials open JupyterLab with the sidebar, which acts as that det user; an
+  experiment run by that install shows its curve on the dashboard's experiment page (the chart
+  module comes from the wheel).
 - The plain HTTP tests run the repository's master: ``/`` -> ``/lab``; Jupyter's login form takes
   det credentials (and refuses wrong ones); ``det notebook start`` with a task Python lacking
   JupyterLab is a 400 naming the install command.
@@ -29,7 +31,17 @@ from typing import Any
 
 import pytest
 
-from tests._master import ADMIN_PASSWORD, REPO, ApiError, Client, MasterProcess, free_port
+from tests._master import (
+    ADMIN_PASSWORD,
+    REPO,
+    ApiError,
+    Client,
+    MasterProcess,
+    create_experiment,
+    free_port,
+    wait_for,
+)
+from tests.integration._exp import COUNTER, counter_config
 
 pytestmark = pytest.mark.slow
 
@@ -424,6 +436,21 @@ def test_wheel_front_door(wheel_env: tuple[Path, dict[str, str]], tmp_path: Path
                     url + "/det-jupyter/session", headers={"X-XSRFToken": xsrf}
                 )
                 assert session.ok and session.json()["username"] == "admin", session.text()
+
+                # The dashboard, from the wheel: an experiment run by this install, its page
+                # drawn by the chart module the wheel carries.
+                admin = Client(url, session.json()["token"])
+                exp_id = create_experiment(admin, counter_config(length=8, ckpt_every=4), COUNTER)["experiment"]["id"]
+                wait_for(lambda: admin.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+                         in ("STATE_COMPLETED", "STATE_ERROR"), timeout=120, what=f"experiment {exp_id}")
+                assert admin.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_COMPLETED"
+                chart_js = page.request.get(url + "/det-jupyter/chart.js")
+                assert chart_js.ok and "export default" in chart_js.text()
+                sidebar.locator('[data-det="dash-experiments"]').click()
+                page.locator(f'#det-dash-experiments tr[data-key="{exp_id}"] td[data-col="name"]').click()
+                curves = page.locator(f'#det-dash-experiment-{exp_id} [data-det="curves"]')
+                sync_api.expect(curves.locator("path.det-chart-line")).to_have_count(1)
+                page.screenshot(path=str(ARTIFACTS / "front_door_dashboard.png"))
             finally:
                 browser.close()
     finally:
