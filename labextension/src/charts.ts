@@ -30,6 +30,18 @@ export interface ICoords {
   empty?: string;
 }
 
+export interface IContour {
+  title: string;
+  xlabel: string;
+  ylabel: string;
+  zlabel: string;
+  x: (number | null)[];
+  y: (number | null)[];
+  z: (number | null)[];
+  trial_ids: number[];
+  empty?: string;
+}
+
 type Listener = () => void;
 
 /** What chart.js reads of an anywidget model: `get` and `on('change:x')`. */
@@ -65,12 +77,12 @@ function loadChartModule(url: string): Promise<any> {
   return chartModule;
 }
 
-/** A chart in `host`: line panels or parallel coordinates, redrawn on each `set…`. */
+/** A chart in `host`: line panels, parallel coordinates or a contour, redrawn on each `set…`. */
 export class Chart {
   constructor(
     readonly host: HTMLElement,
     private readonly _moduleUrl: string,
-    kind: 'lines' | 'parcoords',
+    kind: 'lines' | 'parcoords' | 'contour',
     height: number
   ) {
     this._model.set('kind', kind);
@@ -84,7 +96,7 @@ export class Chart {
     return this._mount();
   }
 
-  setCoords(coords: ICoords): Promise<void> {
+  setCoords(coords: ICoords | IContour): Promise<void> {
     this._model.set('coords', coords);
     return this._mount();
   }

@@ -7,7 +7,7 @@
  */
 
 import { DetApi } from './api';
-import { Chart, ICoords, IPanel, smooth } from './charts';
+import { Chart, ICoords, IContour, IPanel, smooth } from './charts';
 import { IColumn, INavigator, DashPanel, button, flatten, h, hpText, metricNames, num, select, state, table } from './dash_common';
 import { launchTask } from './dash_experiments';
 import { crashReason, trialLogs } from './dash_trial';
@@ -29,14 +29,17 @@ export class ExperimentPanel extends DashPanel {
     const curves = h('div', { className: 'det-Dash-chart', 'data-det': 'curves' });
     const coords = h('div', { className: 'det-Dash-chart', 'data-det': 'coords' });
     const slices = h('div', { className: 'det-Dash-chart', 'data-det': 'slices' });
+    const contour = h('div', { className: 'det-Dash-chart', 'data-det': 'contour' });
+    this._contourControls = h('div', { className: 'det-Dash-toolbar' });
     this._importance = h('div', { className: 'det-Dash-importance', 'data-det': 'importance' });
     this._trials = h('div', { className: 'det-Dash-scroll' });
     const moduleUrl = api.url('det-jupyter/chart.js');
     this._curves = new Chart(curves, moduleUrl, 'lines', 340);
     this._coords = new Chart(coords, moduleUrl, 'parcoords', 300);
     this._slices = new Chart(slices, moduleUrl, 'lines', 220);
+    this._contour = new Chart(contour, moduleUrl, 'contour', 320);
     this.body.append(this._header, this._crashes, this._controls, curves,
-      h('h3', {}, 'Hyperparameters'), coords, this._importance, slices,
+      h('h3', {}, 'Hyperparameters'), coords, this._importance, this._contourControls, contour, slices,
       h('h3', {}, 'Trials'), this._trials);
   }
 
@@ -197,6 +200,31 @@ export class ExperimentPanel extends DashPanel {
     void this._slices.setPanels(panels);
     const rows = names.map(n => ({ name: n, score: importance(flat.map(f => f[n]), y) }))
       .sort((a, b) => (b.score ?? -1) - (a.score ?? -1));
+    // The contour: two numeric hyperparameters, by default the two that matter most.
+    const numeric = rows.map(r => r.name).filter(n => flat.every(f => typeof f[n] === 'number'));
+    if (!numeric.includes(this._cx)) {
+      this._cx = numeric[0] ?? '';
+    }
+    if (!numeric.includes(this._cy) || this._cy === this._cx) {
+      this._cy = numeric.find(n => n !== this._cx) ?? '';
+    }
+    const pick = (value: string, set: (v: string) => void, what: string): HTMLSelectElement =>
+      select(numeric.map(n => [n, n]), value, v => {
+        set(v);
+        this._renderHpViews(this._data.trials, metric);
+      }, { 'data-det': what });
+    this._contourControls.replaceChildren(h('b', {}, 'Contour '),
+      h('label', {}, 'x ', pick(this._cx, v => (this._cx = v), 'contour-x')),
+      h('label', {}, 'y ', pick(this._cy, v => (this._cy = v), 'contour-y')));
+    const contour: IContour = {
+      title: this._cx && this._cy ? `${metric} over ${this._cx} and ${this._cy}` : 'contour',
+      xlabel: this._cx, ylabel: this._cy, zlabel: metric,
+      x: flat.map(f => (typeof f[this._cx] === 'number' ? (f[this._cx] as number) : null)),
+      y: flat.map(f => (typeof f[this._cy] === 'number' ? (f[this._cy] as number) : null)),
+      z: y, trial_ids: trials.map(t => Number(t.id)),
+      empty: numeric.length < 2 ? 'needs two numeric hyperparameters that vary' : 'needs two trials with a metric'
+    };
+    void this._contour.setCoords(contour);
     this._importance.replaceChildren(h('h4', {}, `Importance (|Spearman correlation| with ${metric})`),
       ...rows.map(r => h('div', { className: 'det-Dash-bar', 'data-hp': r.name },
         h('span', { className: 'det-Dash-bar-label' }, r.name),
@@ -213,6 +241,7 @@ export class ExperimentPanel extends DashPanel {
     this._curves.dispose();
     this._coords.dispose();
     this._slices.dispose();
+    this._contour.dispose();
     super.dispose();
   }
 
@@ -224,6 +253,10 @@ export class ExperimentPanel extends DashPanel {
   private _curves: Chart;
   private _coords: Chart;
   private _slices: Chart;
+  private _contour: Chart;
+  private _contourControls: HTMLElement;
+  private _cx = '';
+  private _cy = '';
   private _metric = '';
   private _x = 'batches';
   private _smoothing = 0;

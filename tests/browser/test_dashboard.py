@@ -55,13 +55,14 @@ def _state(master: MasterProcess, exp_id: int) -> str:
 
 @pytest.fixture(scope="module")
 def experiments(lab: tuple[MasterProcess, str]) -> Iterator[dict[str, int]]:
-    """A finished grid search of TRIALS trials (x = 0.01, 0.1, 1, 10), an experiment whose
-    trial raised, and a model to register into."""
+    """A finished grid search of TRIALS trials (x = 0.01 or 10, y = 1 or 2: y is ignored by the
+    trial), an experiment whose trial raised, and a model to register into."""
     master, _ = lab
     admin = master.admin()
     search = submit_counter(admin, length=12, searcher={
         "name": "grid", "metric": "validation_loss", "max_length": {"batches": 12}},
-        x={"type": "log", "base": 10, "minval": -2, "maxval": 1, "count": TRIALS})
+        x={"type": "log", "base": 10, "minval": -2, "maxval": 1, "count": 2},
+        y={"type": "double", "minval": 1, "maxval": 2, "count": 2})
     crashed = submit_counter(admin, raise_at=3, max_restarts=0)
     for exp_id in (search, crashed):
         wait_for(lambda e=exp_id: _state(master, e) in ("STATE_COMPLETED", "STATE_ERROR"), timeout=180,
@@ -125,7 +126,14 @@ def test_experiment_pages_curves_reload_theme_and_trial_logs(
         coords = page.evaluate(PANELS_JS, panel.locator('[data-det="coords"]').element_handle())
         assert coords and coords[0]["series"] == TRIALS
         expect(panel.locator('[data-det="importance"] [data-hp="x"]')).to_be_visible()
-        # x from 0.01 to 10: a log axis in parallel coordinates.
+        # The contour of the two hyperparameters: every trial a dot, the plane filled in.
+        contour = panel.locator('[data-det="contour"]')
+        expect(contour.locator(".det-chart-box")).to_have_attribute("data-series", str(TRIALS))
+        assert contour.locator("circle.det-chart-marker").count() == TRIALS
+        assert contour.locator("rect.det-chart-cell").count() > 100
+        contour.scroll_into_view_if_needed()
+        screenshot(panel.locator(".det-Dash-body"), "dashboard-experiment-full")
+        # x is 0.01 or 10: a log axis in parallel coordinates.
         expect(panel.locator('[data-det="coords"] .det-chart-axis-title', has_text="x (log)")).to_have_count(1)
         screenshot(page, "dashboard-experiment")
 

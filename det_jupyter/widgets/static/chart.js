@@ -1,5 +1,5 @@
 // det-jupyter's chart widget (an anywidget module, no build step): line charts in panels,
-// each with its own axes, and parallel coordinates. The whole picture is model state
+// each with its own axes, parallel coordinates, and a contour of two hyperparameters. The whole picture is model state
 // (`panels`, `coords`), so a reloaded page or a re-opened notebook draws it again from the
 // kernel. Colours of text, axes and grid are JupyterLab's CSS variables, so the charts
 // follow the light and dark themes without a redraw. Everything from the kernel is set as
@@ -255,6 +255,79 @@ function drawCoords(box, coords, width, height) {
   }
 }
 
+/**
+ * Two hyperparameters against each other, the metric as colour: each trial a dot, and behind
+ * them the metric interpolated over the plane (inverse-distance weighting on a grid, in the
+ * axes' scaled coordinates), so regions of good and bad values show as in a contour plot.
+ */
+function drawContour(box, c, width, height) {
+  box.textContent = '';
+  const svg = el('svg', { width, height, class: 'det-chart-svg', role: 'img' }, box);
+  svg.style.display = 'block';
+  svg.style.fontFamily = FONT;
+  const pts = [];
+  (c.x || []).forEach((x, i) => {
+    const y = (c.y || [])[i], z = (c.z || [])[i];
+    if (finite(x) && finite(y) && finite(z)) pts.push([x, y, z, (c.trial_ids || [])[i]]);
+  });
+  box.dataset.series = String(pts.length);
+  const x0 = MARGIN.left, y0 = MARGIN.top;
+  const innerW = Math.max(40, width - MARGIN.left - MARGIN.right - 60), innerH = Math.max(40, height - MARGIN.top - MARGIN.bottom);
+  const x1 = x0 + innerW, y1 = y0 + innerH;
+  el('rect', { x: x0, y: y0, width: innerW, height: innerH, fill: 'none', style: `stroke:${AXIS}` }, svg);
+  if (pts.length < 2) {
+    const t = el('text', { x: x0 + innerW / 2, y: y0 + innerH / 2, 'text-anchor': 'middle', class: 'det-chart-empty',
+      style: `fill:${MUTED};font-size:13px` }, svg);
+    t.textContent = c.empty || 'needs two trials with a metric';
+    return;
+  }
+  const logOf = (vals) => vals.every((v) => v > 0) && Math.max(...vals) / Math.min(...vals) >= 100;
+  const lx = logOf(pts.map((p) => p[0])), ly = logOf(pts.map((p) => p[1]));
+  const xr = range(pts.map((p) => p[0]), lx), yr = range(pts.map((p) => p[1]), ly);
+  const sx = scale(xr[0], xr[1], x0, x1, lx), sy = scale(yr[0], yr[1], y1, y0, ly);
+  const zs = pts.map((p) => p[2]);
+  const zLo = Math.min(...zs), zHi = Math.max(...zs);
+  const tone = (z) => viridis(zHi > zLo ? (z - zLo) / (zHi - zLo) : 0.5);
+  const px = pts.map((p) => [sx.at(p[0]), sy.at(p[1]), p[2], p[3], p[0], p[1]]);
+  const cell = 12;
+  for (let gx = x0; gx < x1; gx += cell) {
+    for (let gy = y0; gy < y1; gy += cell) {
+      const cx = gx + cell / 2, cy = gy + cell / 2;
+      let wsum = 0, zsum = 0;
+      for (const p of px) {
+        const w = 1 / (((p[0] - cx) ** 2 + (p[1] - cy) ** 2) + 1) ** 1.5;
+        wsum += w; zsum += w * p[2];
+      }
+      el('rect', { x: gx, y: gy, width: Math.min(cell, x1 - gx), height: Math.min(cell, y1 - gy),
+        fill: tone(zsum / wsum), 'fill-opacity': 0.55, class: 'det-chart-cell' }, svg);
+    }
+  }
+  for (const t of (lx ? sx.ticks() : sx.ticks(Math.max(2, Math.floor(innerW / 80))))) {
+    const lt = el('text', { x: sx.at(t), y: y1 + 14, 'text-anchor': 'middle', style: `fill:${MUTED};font-size:11px` }, svg);
+    lt.textContent = label(t);
+  }
+  for (const t of (ly ? sy.ticks() : sy.ticks(Math.max(2, Math.floor(innerH / 40))))) {
+    const lt = el('text', { x: x0 - 6, y: sy.at(t) + 4, 'text-anchor': 'end', style: `fill:${MUTED};font-size:11px` }, svg);
+    lt.textContent = label(t);
+  }
+  const xt = el('text', { x: x0 + innerW / 2, y: height - 6, 'text-anchor': 'middle', style: `fill:${FG};font-size:12px` }, svg);
+  xt.textContent = (c.xlabel || '') + (lx ? ' (log)' : '');
+  const yt = el('text', { x: 12, y: y0 + innerH / 2, 'text-anchor': 'middle', transform: `rotate(-90 12 ${y0 + innerH / 2})`,
+    style: `fill:${FG};font-size:12px` }, svg);
+  yt.textContent = (c.ylabel || '') + (ly ? ' (log)' : '');
+  for (const p of px) {
+    const dot = el('circle', { cx: p[0], cy: p[1], r: 4, fill: tone(p[2]), stroke: FG, 'stroke-width': 1,
+      class: 'det-chart-marker' }, svg);
+    el('title', {}, dot).textContent = `trial ${p[3]}: ${label(p[4])}, ${label(p[5])} → ${c.zlabel || 'metric'} ${label(p[2])}`;
+  }
+  // The colour scale's ends (the metric's name is in the title).
+  [[zHi, y0 + 10], [zLo, y1]].forEach(([z, y]) => {
+    el('rect', { x: x1 + 8, y: y - 10, width: 10, height: 10, fill: tone(z) }, svg);
+    const t = el('text', { x: x1 + 22, y, style: `fill:${MUTED};font-size:11px` }, svg);
+    t.textContent = label(z);
+  });
+}
+
 function render({ model, el: root }) {
   root.classList.add('det-chart');
   root.style.width = '100%';
@@ -263,6 +336,17 @@ function render({ model, el: root }) {
     root.textContent = '';
     const width = Math.max(280, root.clientWidth || 640);
     const height = model.get('height') || 260;
+    if (model.get('kind') === 'contour') {
+      const c = model.get('coords') || {};
+      const panel = html('div', 'position:relative', root);
+      panel.className = 'det-chart-panel';
+      panel.dataset.title = c.title || '';
+      html('div', `color:${FG};font-weight:600;font-size:13px;margin:2px 0`, panel, c.title || '');
+      const box = html('div', 'position:relative', panel);
+      box.className = 'det-chart-box';
+      drawContour(box, c, Math.min(width, 720), height);
+      return;
+    }
     if (model.get('kind') === 'parcoords') {
       const coords = model.get('coords') || {};
       const panel = html('div', 'position:relative', root);
