@@ -122,8 +122,17 @@ def set_sidebar_width(page: Any, width: int) -> float:
     page.mouse.down()
     page.mouse.move(left["x"] + width + box["width"] / 2, y, steps=8)
     page.mouse.up()
-    page.wait_for_timeout(300)  # the split panel lays out on the next animation frame
-    return float(page.locator("#det-jupyter-sidebar").bounding_box()["width"])
+    # The split panel lays out on a later animation frame (later still on a loaded machine):
+    # wait until the width has settled on the target, for 5 s at most.
+    sidebar = page.locator("#det-jupyter-sidebar")
+    last = -1.0
+    for _ in range(50):
+        page.wait_for_timeout(100)
+        got = float(sidebar.bounding_box()["width"])
+        if abs(got - last) < 0.5 and abs(got - width) <= 4:
+            break
+        last = got
+    return got
 
 
 @pytest.mark.parametrize("width", WIDTHS)
