@@ -89,6 +89,7 @@ export class Chart {
     this._model.set('height', height);
     this._model.set('panels', []);
     this._model.set('coords', {});
+    void loadChartModule(_moduleUrl).catch(() => undefined); // fetched while the data loads
   }
 
   setPanels(panels: IPanel[]): Promise<void> {

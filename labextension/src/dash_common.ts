@@ -4,6 +4,7 @@
  * an inline confirmation, and formatting.
  */
 
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ApiError, AuthRequired, DetApi } from './api';
@@ -267,6 +268,12 @@ export abstract class DashPanel extends Widget {
 
   protected onBeforeDetach(): void {
     window.clearInterval(this._timer);
+  }
+
+  /** A closed tab is gone for good (the tracker forgets it; opening it again makes a new one). */
+  protected onCloseRequest(msg: Message): void {
+    super.onCloseRequest(msg);
+    this.dispose();
   }
 
   protected status: HTMLElement;

@@ -44,8 +44,12 @@ export class ExperimentPanel extends DashPanel {
   }
 
   protected async load(): Promise<any> {
-    const exp = (await this.api.get(`api/v1/experiments/${this.experimentId}`)).experiment;
-    const trials: any[] = (await this.api.get(`api/v1/experiments/${this.experimentId}/trials?limit=1000`)).trials ?? [];
+    const [expBody, trialsBody] = await Promise.all([
+      this.api.get(`api/v1/experiments/${this.experimentId}`),
+      this.api.get(`api/v1/experiments/${this.experimentId}/trials?limit=1000`)
+    ]);
+    const exp = expBody.experiment;
+    const trials: any[] = trialsBody.trials ?? [];
     const names = metricNames(trials);
     if (!this._metric || !names.includes(this._metric)) {
       const searcherMetric = `validation.${exp.config?.searcher?.metric ?? ''}`;
@@ -91,9 +95,15 @@ export class ExperimentPanel extends DashPanel {
     this._crashes.replaceChildren(...crashed.slice(0, 5).map((t: any) => h('div', { className: 'det-mod-error' },
       `trial ${t.id} failed: ${this._crashReasons.get(t.id) ?? 'no traceback in its log'}`)));
     this._renderControls(names);
-    void this._drawCurves(series, trials);
-    void this._coords.setCoords(coordinates(trials, searcher.metric ?? 'metric'));
-    this._renderHpViews(trials, searcher.metric ?? 'metric');
+    // The curves first; the hyperparameter views and the trials table once they are drawn.
+    void this._drawCurves(series, trials).then(() => window.requestAnimationFrame(() => {
+      void this._coords.setCoords(coordinates(trials, searcher.metric ?? 'metric'));
+      this._renderHpViews(trials, searcher.metric ?? 'metric');
+      this._renderTrials(trials, searcher);
+    }));
+  }
+
+  private _renderTrials(trials: any[], searcher: any): void {
     const columns: IColumn<any>[] = [
       {
         key: 'pick', label: 'compare', cell: t => {

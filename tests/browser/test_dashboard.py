@@ -188,6 +188,12 @@ def test_crash_register_kill_and_launch(lab: tuple[MasterProcess, str], browser:
     page = open_lab(browser, lab, width=1400, height=1100)
     try:
         _open_dashboard(page)
+        # A closed panel opens again (a new one) from the same button.
+        page.locator(".lm-TabBar-tab", has_text=re.compile(r"^det: experiments$")).locator(
+            ".lm-TabBar-tabCloseIcon").click()
+        expect(page.locator("#det-dash-experiments")).to_have_count(0)
+        page.locator('#det-jupyter-sidebar [data-det="dash-experiments"]').click()
+        expect(page.locator("#det-dash-experiments")).to_be_visible()
         # The crashed experiment's page says why its trial failed.
         crashed = experiments["crashed"]
         page.locator(f'#det-dash-experiments tr[data-key="{crashed}"] td[data-col="name"]').click()
