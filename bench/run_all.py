@@ -32,7 +32,7 @@ from _common import (
 )
 
 BENCHES = ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py", "bm5_query.py",
-           "bm6_proxy.py", "bm7_footprint.py"]
+           "bm6_proxy.py", "bm7_footprint.py", "bm8_dashboard.py"]
 
 # (key, label, bench, field, target, better)
 TARGETS = [
@@ -96,6 +96,12 @@ TARGETS = [
     ("bm7_p50", "BM-7 report() p50, master down (us)", "bm7_footprint", "report_p50_us", 20, "lower"),
     ("bm7_p99", "BM-7 report() p99, master down (us)", "bm7_footprint", "report_p99_us", 200, "lower"),
     ("bm7_rss", "BM-7 RSS growth over 100k reports (MB)", "bm7_footprint", "rss_growth_mb", 15, "lower"),
+    ("bm8_vs_optuna", "BM-8 experiment page, 200 trials: first chart / Optuna Dashboard's (x)", "bm8_dashboard",
+     "ratio_vs_optuna", 0.5, "lower"),
+    ("bm8_abs", "BM-8 experiment page, 200 trials x 1,000 steps: click -> first chart (ms)", "bm8_dashboard",
+     "ours_ms", 2000, "lower"),
+    ("bm8_floor", "BM-8 first chart / static-page floor, same points, same module (x)", "bm8_dashboard",
+     "ratio_vs_floor", 1.5, "lower"),
 ]
 
 

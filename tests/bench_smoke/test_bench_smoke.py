@@ -27,6 +27,8 @@ CASES = [
                       "ours_ws_rtt_p50_ms", "direct_seq_p50_ms", "ratio_c10_vs_direct",
                       "cull_tick_p50_ms", "cull_sweep_p50_ms", "cull_past_timeout_s"}, 120),
     ("bm7_footprint.py", {"import_ms", "stdlib_floor_ms", "report_p50_us", "report_p99_us", "rss_growth_mb"}, 60),
+    ("bm8_dashboard.py", {"ours_ms", "ours_loss_ms", "floor_ms", "floor_loss_ms", "table_ms", "ratio_vs_floor",
+                          "optuna_dashboard_ms", "ratio_vs_optuna", "meets_2s", "meets_vs_floor", "rounds"}, 180),
 ]
 
 
