@@ -336,18 +336,9 @@ function render({ model, el: root }) {
     root.textContent = '';
     const width = Math.max(280, root.clientWidth || 640);
     const height = model.get('height') || 260;
-    if (model.get('kind') === 'contour') {
-      const c = model.get('coords') || {};
-      const panel = html('div', 'position:relative', root);
-      panel.className = 'det-chart-panel';
-      panel.dataset.title = c.title || '';
-      html('div', `color:${FG};font-weight:600;font-size:13px;margin:2px 0`, panel, c.title || '');
-      const box = html('div', 'position:relative', panel);
-      box.className = 'det-chart-box';
-      drawContour(box, c, Math.min(width, 720), height);
-      return;
-    }
-    if (model.get('kind') === 'parcoords') {
+    const kind = model.get('kind');
+    if (kind === 'contour' || kind === 'parcoords') {
+      // One titled panel drawn from `coords`.
       const coords = model.get('coords') || {};
       const panel = html('div', 'position:relative', root);
       panel.className = 'det-chart-panel';
@@ -355,7 +346,8 @@ function render({ model, el: root }) {
       html('div', `color:${FG};font-weight:600;font-size:13px;margin:2px 0`, panel, coords.title || '');
       const box = html('div', 'position:relative', panel);
       box.className = 'det-chart-box';
-      drawCoords(box, coords, width, height);
+      if (kind === 'contour') drawContour(box, coords, Math.min(width, 720), height);
+      else drawCoords(box, coords, width, height);
       return;
     }
     const panels = model.get('panels') || [];
