@@ -179,14 +179,16 @@ class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
     def list_experiments(self, *, states: Iterable[str] = (), name: str | None = None,
                          users: Iterable[str] = (), limit: int | None = None,
                          newest_first: bool = False, archived: bool | None = None,
-                         offset: int | None = None) -> list[Experiment]:
+                         offset: int | None = None, labels: Iterable[str] = ()) -> list[Experiment]:
         """Experiments, oldest first (or ``newest_first``); ``states`` like ``"RUNNING"``;
-        ``archived`` False hides archived ones, True lists only those, None both."""
+        ``archived`` False hides archived ones, True lists only those, None both; ``labels``:
+        only those that carry every one."""
         params: dict[str, Any] = {
             "states": ["STATE_" + s.upper().removeprefix("STATE_") for s in states] or None,
             "users": list(users) or None, "name": name, "limit": limit, "offset": offset or None,
             "orderBy": "ORDER_BY_DESC" if newest_first else None,
             "archived": None if archived is None else str(archived).lower(),
+            "labels": list(labels) or None,
         }
         body = self._session.request("GET", "/api/v1/experiments", params=params)
         return [Experiment(self._session, e["id"], e) for e in body.get("experiments") or []]

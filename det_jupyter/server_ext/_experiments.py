@@ -8,6 +8,7 @@ from typing import Any
 
 from ..config import tgz_to_b64
 from ..errors import InvalidRequest, NotFound
+from ..names import MAX_LABEL
 from ..services.access.authz import Perm
 from ..services.checkpoints import order as ckorder
 from ..services.experiments.submission import Submission
@@ -91,7 +92,9 @@ class ExperimentsHandler(DetHandler):
     permissions = {"GET": Perm.VIEW_EXPERIMENT_METADATA, "POST": Perm.CREATE_EXPERIMENT}
 
     @api(query=[*paging(), Q("states", many=True, enum=EXPERIMENT_STATES), Q("archived", "boolean"),
-                users(), Q("name", max_length=128), Q("projectId", "integer", minimum=0)])
+                users(), Q("name", max_length=128), Q("projectId", "integer", minimum=0),
+                Q("labels", many=True, max_length=MAX_LABEL, max_items=5,
+                  description="only experiments that carry every one of these labels")])
     def get(self) -> None:
         offset = self.int_arg("offset", 0) or 0
         limit = self.int_arg("limit", 0) or 0
@@ -112,6 +115,7 @@ class ExperimentsHandler(DetHandler):
             limit=limit,
             descending=self.get_query_argument("orderBy", "") == "ORDER_BY_DESC",
             workspace_ids=self.visible_workspaces(),
+            labels=self.get_query_arguments("labels") or None,
         )
         self.send({"experiments": [exp_json(v) for v in views],
                    "pagination": ser.pagination(offset, limit, total, len(views))})

@@ -13,6 +13,7 @@ of ids as parameters cost more to compile and bind than the query takes).
 from __future__ import annotations
 
 import functools
+import json
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -75,12 +76,12 @@ def experiments(
     conn: sa.Connection, *, ids: Collection[int] | None = None, users: Collection[str] | None = None,
     states: Collection[str] | None = None, archived: bool | None = None, name: str | None = None,
     project_id: int | None = None, offset: int = 0, limit: int = 0, descending: bool = False,
-    workspace_ids: frozenset[int] | None = None,
+    workspace_ids: frozenset[int] | None = None, labels: Collection[str] | None = None,
 ) -> tuple[list[sa.Row], int]:
     """A page of the experiments matching every filter given, by id (``limit`` 0: all after
     ``offset``), each with its owner's ``username``, ``project_name``, ``workspace_id`` and
     ``workspace_name``; and how many match. ``workspace_ids``: only experiments in those
-    workspaces (None: all); ``name``: a substring."""
+    workspaces (None: all); ``name``: a substring; ``labels``: experiments with all of them."""
     q = (sa.select(t.experiments, t.users.c.username, t.projects.c.name.label("project_name"),
                    t.projects.c.workspace_id, t.workspaces.c.name.label("workspace_name"))
          .join(t.users, t.users.c.id == t.experiments.c.owner_id)
@@ -101,6 +102,10 @@ def experiments(
         q = q.where(t.experiments.c.name.contains(name))
     if project_id:
         q = q.where(t.experiments.c.project_id == project_id)
+    for label in labels or ():
+        # The stored array holds each label as its JSON string (store_json); a quote that is
+        # not escaped only ever bounds an element, so the encoded label matches one element.
+        q = q.where(sa.cast(t.experiments.c.labels, sa.Text).contains(json.dumps(label), autoescape=True))
     total = _count(conn, q)
     q = q.order_by(t.experiments.c.id.desc() if descending else t.experiments.c.id)
     if offset:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._master import ADMIN_PASSWORD, MasterProcess
+from tests._master import ADMIN_PASSWORD, MasterProcess, wait_for
 
 from .fixtures import _flows as f
 
@@ -175,3 +175,26 @@ def test_kill_cancels_and_wait_fails(det_env, master: MasterProcess, tmp_path: P
     res = det_env.det(["e", "wait", str(exp_id), "--polling-interval", "1"], url, timeout=30, **ADMIN)
     assert res.returncode != 0, res.stdout + res.stderr
     assert "TRIAL-DONE" not in f.log_text(client, tid)
+
+
+def test_an_id_is_never_reused_after_delete(det_env, any_master: MasterProcess, tmp_path: Path) -> None:
+    """Issue 27: after the stock ``det e delete`` of the newest experiment, the next one gets a
+    new id (0.38.1's sequences; SQLite tables keep AUTOINCREMENT), on both backends."""
+    url = any_master.url
+    cfg = f.write_config(tmp_path, f.steps_config(det_env.python, name="cli-ids", length=1))
+    made = []
+    for _ in range(2):
+        res = det_env.det(["e", "create", "--paused", str(cfg), str(f.STEPS_DIR)], url, **ADMIN)
+        assert res.returncode == 0, res.stderr
+        made.append(f.created_id(res.stdout))
+    res = det_env.det(["e", "kill", str(made[1])], url, **ADMIN)
+    assert res.returncode == 0, res.stderr
+    f.wait_state(any_master.admin(), made[1], {"STATE_CANCELED"}, timeout=30)
+    res = det_env.det(["e", "delete", str(made[1]), "--yes"], url, **ADMIN)
+    assert res.returncode == 0, res.stderr
+    client = any_master.admin()
+    wait_for(lambda: made[1] not in [e["id"] for e in client.get("/api/v1/experiments")["experiments"]],
+             timeout=30, what=f"experiment {made[1]} to be deleted")
+    res = det_env.det(["e", "create", "--paused", str(cfg), str(f.STEPS_DIR)], url, **ADMIN)
+    assert res.returncode == 0, res.stderr
+    assert f.created_id(res.stdout) == made[1] + 1

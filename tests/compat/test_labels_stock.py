@@ -34,6 +34,10 @@ step("add_other", lambda: exp.add_label("v2"))
 step("remove_missing", lambda: exp.remove_label("never"))
 step("remove", lambda: exp.remove_label("good run"))
 step("bad", lambda: exp.add_label("gpj.\u202eexe"))
+# list_experiments(labels=...): those carrying every label given (the Go master's rule)
+def listed(labels):
+    return sorted(e.id for e in client.list_experiments(labels=labels))
+out["listed"] = {"v2": listed(["v2"]), "v2+gone": listed(["v2", "good run"]), "v": listed(["v"])}
 print(json.dumps(out))
 """
 
@@ -44,10 +48,14 @@ def _run(det_env, master: MasterProcess, user: str, password: str, exp_id: int) 
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def test_the_stock_sdk_adds_and_removes_labels(det_env, master: MasterProcess) -> None:
+def test_the_stock_sdk_adds_and_removes_labels(det_env, any_master: MasterProcess) -> None:
+    master = any_master
     client = master.admin()
+    other = submit_counter(client, length=5)
+    client.request("PATCH", f"/api/v1/experiments/{other}", {"labels": ["v2", "x"]})
     exp_id = submit_counter(client, length=5)
     out = _run(det_env, master, "admin", ADMIN_PASSWORD, exp_id)
+    assert out["listed"] == {"v2": [other, exp_id], "v2+gone": [], "v": []}, out["listed"]
     assert out["add"] == ["good run"] and out["add_again"] == ["good run"]
     assert out["add_other"] == ["good run", "v2"] and out["remove_missing"] == ["good run", "v2"]
     assert out["remove"] == ["v2"]

@@ -265,6 +265,46 @@ def test_experiment_and_trial_checkpoint_commands(env: dict[str, str], finished_
     assert "Training metrics:" in table and "Validation metrics:" in table
 
 
+def test_list_filters_test_mode_and_checkpoint_list(env: dict[str, str], finished_exp: tuple[int, str],
+                                                   tmp_path: Path) -> None:
+    """``det e list`` filters (user, state, name, labels, limit/offset: the master's), ``det e
+    create --test`` (checked, nothing stored; a typo named) and ``det checkpoint list``."""
+    exp_id, _ = finished_exp
+
+    def ids(*argv: str) -> list[int]:
+        return [e["id"] for e in json.loads(det(env, "e", "ls", *argv, "--json").stdout)]
+
+    config = tmp_path / "c.yaml"
+    config.write_text(counter_config(length=2))
+    before = ids("--all")
+    assert "validation succeeded" in det(env, "e", "create", "--test", str(config), str(COUNTER)).stdout
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(counter_config(length=2).replace("max_length", "max_lenght"))
+    bad = det(env, "e", "create", "--test", str(typo), str(COUNTER), ok=False)
+    assert bad.returncode == 1 and "max_lenght" in bad.stderr and "max_length" in bad.stderr
+    assert ids("--all") == before  # neither created anything
+
+    made = []
+    for labels in ("red, big", "red", "big, red, x"):
+        out = det(env, "e", "create", "--paused", "--config", "name=filter-me", str(config), str(COUNTER)).stdout
+        made.append(int(re.findall(r"Created experiment (\d+)", out)[0]))
+        det(env, "e", "set", "labels", str(made[-1]), labels)
+    assert ids("--name", "filter-me") == made
+    assert ids("--label", "red") == made
+    assert ids("--label", "big", "--label", "red") == [made[0], made[2]]
+    assert ids("--label", "re") == []  # whole labels, not substrings
+    assert ids("--label", "red", "--limit", "1", "--offset", "1") == [made[1]]
+    assert ids("--state", "PAUSED", "--name", "filter-me") == made
+    assert exp_id in ids("--state", "COMPLETED") and not set(made) & set(ids("--state", "COMPLETED"))
+    assert set(made) <= set(ids("--user", "admin")) and ids("--user", "nobody-here") == []
+    for e in made:
+        det(env, "e", "kill", str(e))
+
+    listed = _csv(det(env, "checkpoint", "list", str(exp_id), "--csv").stdout)
+    same = _csv(det(env, "e", "list-checkpoints", str(exp_id), "--csv").stdout)
+    assert listed == same and [r["# of Batches"] for r in listed] == ["5", "10"]
+
+
 def test_experiment_set_label_and_fork(env: dict[str, str], finished_exp: tuple[int, str]) -> None:
     exp_id, _ = finished_exp
     det(env, "e", "set", "description", str(exp_id), "set by the CLI test")

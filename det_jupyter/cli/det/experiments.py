@@ -109,9 +109,7 @@ def list_(args: argparse.Namespace) -> int:
         users = [client.username or client.whoami()["username"]]
     exps = client.list_experiments(users=users, limit=args.limit or None, offset=args.offset or None,
                                    states=args.state or (), name=args.name,
-                                   archived=None if args.all else False)
-    if args.label:
-        exps = [e for e in exps if set(args.label) <= set(e.labels)]
+                                   archived=None if args.all else False, labels=args.label or ())
     if args.json:
         print_json([e.to_dict() for e in exps])
         return 0

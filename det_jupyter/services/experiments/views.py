@@ -80,13 +80,14 @@ class Views:
         self, *, ids: list[int] | None = None, users: list[str] | None = None, states: list[str] | None = None,
         archived: bool | None = None, name: str | None = None, project_id: int | None = None,
         offset: int = 0, limit: int = 0, descending: bool = False,
-        workspace_ids: frozenset[int] | None = None,
+        workspace_ids: frozenset[int] | None = None, labels: list[str] | None = None,
     ) -> tuple[list[ExperimentView], int]:
-        """``workspace_ids``: only experiments in those workspaces (None: all)."""
+        """``workspace_ids``: only experiments in those workspaces (None: all); ``labels``: only
+        experiments that carry every one of them."""
         with self._reader.connect() as conn:
             rows, total = store.experiments(
                 conn, ids=ids, users=users, states=states, archived=archived, name=name, project_id=project_id,
-                offset=offset, limit=limit, descending=descending, workspace_ids=workspace_ids)
+                offset=offset, limit=limit, descending=descending, workspace_ids=workspace_ids, labels=labels)
             views = self._decorate(conn, rows)
         return views, total
 
