@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import _wheel
 from tests._master import MasterProcess
 
 PG_DSN = os.environ.get("DET_TEST_PG_DSN")
@@ -93,3 +94,17 @@ def bare_master(tmp_path: Path) -> Iterator[MasterProcess]:
     m = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
     yield m
     m.stop()
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of this tree, built once per session (tests._wheel)."""
+    if (why := _wheel.cannot_build()) is not None:
+        pytest.skip(why)
+    return _wheel.build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def wheel_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A fresh virtual environment with the wheel installed, and an environment without Node."""
+    return _wheel.install(wheel, tmp_path_factory.mktemp("wheel-venv"))

@@ -85,6 +85,18 @@ def _prepend(path: str, current: str | None) -> str:
     return f"{path}{os.pathsep}{current}" if current else path
 
 
+#: Appended to a task's PATH where missing: the agent's own PATH may name only directories the
+#: task's account cannot enter (a private virtual environment, a home directory), and a task's
+#: shell must still find ``mkdir`` and ``sh``.
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def with_system_path(current: str | None) -> str:
+    """``current`` with each of SYSTEM_PATH it lacks appended, in order."""
+    parts = [p for p in (current or "").split(os.pathsep) if p]
+    return os.pathsep.join(parts + [d for d in SYSTEM_PATH if d not in parts])
+
+
 #: Variables of the agent's own process that its tasks must not inherit: an embedded agent
 #: runs inside the master, whose kernels' credentials file is named here.
 PRIVATE_ENV = ("DET_JUPYTER_IDENTITY",)
@@ -105,7 +117,8 @@ def build_env(
 
     Layers, later winning: ``base`` (the allowlisted part of the agent's environment, see
     :func:`~._isolation.inherited_env`) with ``python_bin`` prepended to PATH (so ``python3`` is
-    the agent's interpreter) and HOME/USER/LOGNAME of the task's own identity, then
+    the agent's interpreter) and the system directories appended where missing
+    (``SYSTEM_PATH``), and HOME/USER/LOGNAME of the task's own identity, then
     ``spec["env"]`` (the task's DET_* variables and its config's ``environment_variables``),
     then what only the
     agent knows (DET_AGENT_ID, DET_CONTAINER_ID, DET_SLOT_IDS, CUDA_VISIBLE_DEVICES,
@@ -117,6 +130,7 @@ def build_env(
         env.pop(key, None)
     if python_bin:
         env["PATH"] = _prepend(python_bin, env.get("PATH"))
+    env["PATH"] = with_system_path(env.get("PATH"))
     if home:
         env["HOME"] = home
     if user:

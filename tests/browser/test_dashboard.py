@@ -1,9 +1,11 @@
-"""The dashboard inside JupyterLab, in headless Chromium against a real master: opened from
-the sidebar, the experiments table leads to a finished search's page with a curve per trial,
-which a reload restores and the dark theme recolours; a trial's page shows why it crashed and
-filters its log; a checkpoint is registered as a model version from the trial page and shows
-in the registry page; an experiment is killed through the confirmation; a notebook is launched
-from a button and reached. Screenshots go to ``tests/browser/artifacts/``.
+"""The dashboard inside JupyterLab, in headless Chromium, as a user gets it: the wheel installed
+into a fresh virtual environment with no Node on PATH (tests._wheel), ``det-jupyter up``, and a
+login through the browser with det credentials. Opened from the sidebar, the experiments table
+leads to a finished ASHA search's page with a curve per trial, which a reload restores and the
+dark theme recolours; a trial's page filters its log; a crashed experiment's page says why; a
+checkpoint is registered as a model version from the trial page and shows in the registry page;
+an experiment is killed through the confirmation; a notebook is launched from a button and
+reached; ``%det dashboard`` opens a panel. Screenshots go to ``tests/browser/artifacts/``.
 """
 
 from __future__ import annotations
@@ -11,15 +13,15 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._master import MasterProcess, wait_for
-from tests.browser.conftest import SKIP_REASON, log_in_if_asked, open_lab
+from tests import _wheel
+from tests._master import ADMIN_PASSWORD, wait_for
+from tests.browser.conftest import SKIP_REASON, log_in_if_asked
 from tests.integration._exp import submit_counter, trials
 
 if SKIP_REASON:
@@ -30,6 +32,10 @@ from playwright import sync_api  # noqa: E402
 pytestmark = pytest.mark.slow
 
 TRIALS = 4
+# A small ASHA search (1 slot: one trial at a time): 50 ms steps leave a stop decided at a rung
+# time to reach the trial before its next checkpoint (tests/integration/test_experiment_loop.py).
+ASHA = {"name": "adaptive_asha", "metric": "validation_loss", "time_metric": "batches", "max_time": 12,
+        "max_trials": TRIALS, "divisor": 2, "mode": "aggressive"}
 
 # What a chart host draws: per panel, its series and points (chart.js's data attributes).
 PANELS_JS = """
@@ -49,34 +55,67 @@ LUMA_JS = """
 """
 
 
-def _state(master: MasterProcess, exp_id: int) -> str:
+def _state(master: _wheel.UpMaster, exp_id: int) -> str:
     return master.admin().get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
 
 
 @pytest.fixture(scope="module")
-def experiments(lab: tuple[MasterProcess, str]) -> Iterator[dict[str, int]]:
-    """A finished grid search of TRIALS trials (x = 0.01 or 10, y = 1 or 2: y is ignored by the
-    trial), an experiment whose trial raised, and a model to register into."""
-    master, _ = lab
+def lab(wheel_env: tuple[Path, dict[str, str]], tmp_path_factory: pytest.TempPathFactory) -> Iterator[_wheel.UpMaster]:
+    """The installed wheel's master (one CPU slot), with private lab settings and workspaces;
+    its Jupyter root dir is ``master.root``."""
+    venv, env = wheel_env
+    work = tmp_path_factory.mktemp("dash-wheel")
+    news = work / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True)
+    # No "official Jupyter news?" or "newer version" toast over the screenshots.
+    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    master = _wheel.UpMaster(venv, env, work / "root", slots=1, extra_env={
+        "JUPYTERLAB_SETTINGS_DIR": str(work / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(work / "workspaces")})
+    master.start()
+    try:
+        yield master
+    finally:
+        master.stop()
+
+
+def open_lab(browser: Any, master: _wheel.UpMaster, path: str = "/lab", *,
+             width: int = 1400, height: int = 1100) -> Any:
+    """A new page at ``path``, logged in on Jupyter's login page with det credentials."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(60_000)
+    page.goto(master.url + path)
+    page.wait_for_url(re.compile(r"/login\?next="))
+    page.fill("#username_input", "admin")
+    page.fill("#password_input", ADMIN_PASSWORD)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r"/lab"))
+    return page
+
+
+@pytest.fixture(scope="module")
+def experiments(lab: _wheel.UpMaster) -> Iterator[dict[str, int]]:
+    """A finished ASHA search of TRIALS trials (x log-uniform over 0.01..10 scales the metric,
+    y is ignored by the trial), an experiment whose trial raised, and a model to register into."""
+    master = lab
     admin = master.admin()
-    search = submit_counter(admin, length=12, searcher={
-        "name": "grid", "metric": "validation_loss", "max_length": {"batches": 12}},
-        x={"type": "log", "base": 10, "minval": -2, "maxval": 1, "count": 2},
-        y={"type": "double", "minval": 1, "maxval": 2, "count": 2})
+    search = submit_counter(admin, searcher=ASHA, length=12, sleep=0.05, ckpt_every=3,
+                            x={"type": "log", "base": 10, "minval": -2, "maxval": 1},
+                            y={"type": "double", "minval": 1, "maxval": 2})
     crashed = submit_counter(admin, raise_at=3, max_restarts=0)
     for exp_id in (search, crashed):
-        wait_for(lambda e=exp_id: _state(master, e) in ("STATE_COMPLETED", "STATE_ERROR"), timeout=180,
+        wait_for(lambda e=exp_id: _state(master, e) in ("STATE_COMPLETED", "STATE_ERROR"), timeout=240,
                  what=f"experiment {exp_id} to end")
     assert _state(master, search) == "STATE_COMPLETED" and _state(master, crashed) == "STATE_ERROR"
     admin.post("/api/v1/models", {"name": "dash-model"})
     yield {"search": search, "crashed": crashed}
 
 
-def _wait_saved(master: MasterProcess, token: str, panel_id: str) -> None:
-    """Wait until JupyterLab's saved workspace names ``panel_id`` (what a reload restores)."""
+def _wait_saved(page: Any, master: _wheel.UpMaster, panel_id: str) -> None:
+    """Wait until JupyterLab's saved workspace names ``panel_id`` (what a reload restores); asked
+    with the page's login cookie."""
     def saved() -> bool:
-        with urllib.request.urlopen(f"{master.url}/lab/api/workspaces?token={token}", timeout=10) as r:
-            return panel_id in r.read().decode()
+        answer = page.request.get(f"{master.url}/lab/api/workspaces")
+        return answer.ok and panel_id in answer.text()
     wait_for(saved, timeout=30, interval=0.5, what=f"the workspace to hold {panel_id}")
 
 
@@ -97,12 +136,21 @@ def _open_dashboard(page: Any) -> None:
 
 
 def test_experiment_pages_curves_reload_theme_and_trial_logs(
-        lab: tuple[MasterProcess, str], browser: Any, experiments: dict[str, int],
+        lab: _wheel.UpMaster, browser: Any, experiments: dict[str, int],
         screenshot: Callable[[Any, str], Path]) -> None:
     expect = sync_api.expect
-    master, token = lab
+    master = lab
     search = experiments["search"]
-    page = open_lab(browser, lab, width=1400, height=1100)
+    admin = master.admin()
+    # What the page must draw, from the REST API: each trial's validations (ASHA stopped some
+    # at a rung) and its sampled x.
+    ts = trials(admin, search)
+    assert len(ts) == TRIALS
+    validations = sum(len([w for w in admin.get(f"/api/v1/trials/{t['id']}/workloads")["workloads"]
+                           if "validation" in w]) for t in ts)
+    assert validations < TRIALS * 4, "ASHA stopped no trial at a rung"  # 4: at 3, 6, 9 and 12 batches
+    xs = [float(t["hparams"]["x"]) for t in ts]
+    page = open_lab(browser, master)
     try:
         _open_dashboard(page)
         table = page.locator("#det-dash-experiments .det-Dash-table")
@@ -122,7 +170,7 @@ def test_experiment_pages_curves_reload_theme_and_trial_logs(
         print(f"experiment page: {TRIALS} curves drawn {time.time() - started:.2f} s after the click")
         (drawn,) = page.evaluate(PANELS_JS, curves.element_handle())
         assert drawn["title"] == "validation.validation_loss" and drawn["series"] == TRIALS
-        assert drawn["points"] == TRIALS * 3  # validations at 5, 10 and 12 batches
+        assert drawn["points"] == validations
         coords = page.evaluate(PANELS_JS, panel.locator('[data-det="coords"]').element_handle())
         assert coords and coords[0]["series"] == TRIALS
         expect(panel.locator('[data-det="importance"] [data-hp="x"]')).to_be_visible()
@@ -133,13 +181,15 @@ def test_experiment_pages_curves_reload_theme_and_trial_logs(
         assert contour.locator("rect.det-chart-cell").count() > 100
         contour.scroll_into_view_if_needed()
         screenshot(panel.locator(".det-Dash-body"), "dashboard-experiment-full")
-        # x is 0.01 or 10: a log axis in parallel coordinates.
-        expect(panel.locator('[data-det="coords"] .det-chart-axis-title', has_text="x (log)")).to_have_count(1)
+        # x's axis is logarithmic where the sampled values span two decades (chart.js's rule).
+        spans = max(xs) / min(xs) >= 100
+        expect(panel.locator('[data-det="coords"] .det-chart-axis-title', has_text="x (log)")).to_have_count(
+            1 if spans else 0)
         screenshot(page, "dashboard-experiment")
 
         # Reloaded: the panel is restored and draws every curve again. (JupyterLab saves the
         # layout to its workspace a moment after a change: wait until it holds the panel.)
-        _wait_saved(master, token, f"det-dash-experiment-{search}")
+        _wait_saved(page, master, f"det-dash-experiment-{search}")
         page.reload()
         tab = page.locator(".lm-TabBar-tab", has_text=re.compile(rf"^det: experiment {search}$"))
         expect(tab).to_have_count(1, timeout=60_000)
@@ -168,7 +218,7 @@ def test_experiment_pages_curves_reload_theme_and_trial_logs(
         titles = [p["title"] for p in page.evaluate(PANELS_JS, charts.element_handle())]
         assert titles == ["batches", "loss", "step", "validation_loss"], titles
         log = trial.locator('[data-det="log"]')
-        expect(log).to_contain_text("done")
+        expect(log).to_contain_text("run 1 starting at step 0")
         everything = int(log.get_attribute("data-lines") or 0)
         trial.locator('[data-det="log-search"]').fill("starting at step")
         trial.locator('[data-det="log-search"]').press("Enter")
@@ -180,12 +230,12 @@ def test_experiment_pages_curves_reload_theme_and_trial_logs(
         page.close()
 
 
-def test_crash_register_kill_and_launch(lab: tuple[MasterProcess, str], browser: Any, experiments: dict[str, int],
+def test_crash_register_kill_and_launch(lab: _wheel.UpMaster, browser: Any, experiments: dict[str, int],
                                        screenshot: Callable[[Any, str], Path]) -> None:
     expect = sync_api.expect
-    master, _ = lab
+    master = lab
     admin = master.admin()
-    page = open_lab(browser, lab, width=1400, height=1100)
+    page = open_lab(browser, master)
     try:
         _open_dashboard(page)
         # A closed panel opens again (a new one) from the same button.
@@ -248,22 +298,19 @@ def test_crash_register_kill_and_launch(lab: tuple[MasterProcess, str], browser:
         page.close()
 
 
-def test_det_magic_opens_a_dashboard_panel(lab: tuple[MasterProcess, str], browser: Any,
+def test_det_magic_opens_a_dashboard_panel(lab: _wheel.UpMaster, browser: Any,
                                            experiments: dict[str, int]) -> None:
     expect = sync_api.expect
-    master, token = lab
+    master = lab
     search = experiments["search"]
-    # conftest's lab: the server's root dir lies beside the master's data dir.
-    (master.data_dir.parent / "root" / "dash.ipynb").write_text(json.dumps({
+    (master.root / "dash.ipynb").write_text(json.dumps({
         "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
                    "source": f"%load_ext det_jupyter\n%det dashboard experiment {search}"}],
         "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
                                     "name": "python3"}},
         "nbformat": 4, "nbformat_minor": 5}))
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(60_000)
+    page = open_lab(browser, master, "/lab/tree/dash.ipynb", height=1000)
     try:
-        page.goto(f"{master.url}/lab/tree/dash.ipynb?token={token}")
         notebook = page.locator(".jp-NotebookPanel")
         expect(page.get_by_text("(ipykernel) | Idle").first).to_be_visible(timeout=90_000)
         notebook.locator(".jp-Notebook-cell").first.click()

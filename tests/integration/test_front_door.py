@@ -19,7 +19,6 @@ import http.cookiejar
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests import _wheel
 from tests._master import (
     ADMIN_PASSWORD,
     REPO,
@@ -38,7 +38,6 @@ from tests._master import (
     Client,
     MasterProcess,
     create_experiment,
-    free_port,
     wait_for,
 )
 from tests.integration._exp import COUNTER, counter_config
@@ -56,7 +55,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = REPO / "tests" / "browser" / "artifacts"
-NODE_TOOLS = {"node", "nodejs", "npm", "npx", "corepack"}
 
 
 # -- plain HTTP: the repository's master ------------------------------------------------------
@@ -269,84 +267,6 @@ def test_a_failed_detached_start_says_why(tmp_path: Path) -> None:
 # -- the wheel, in a fresh environment without Node, through Chromium ------------------------
 
 
-def _cannot_build() -> str | None:
-    if (
-        shutil.which("npm") is None
-        and not (REPO / "det_jupyter" / "labextension" / "package.json").is_file()
-    ):
-        return (
-            "no npm to build the JupyterLab sidebar into the wheel, and no build of it in the tree"
-        )
-    return None
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel of this tree, built once per session."""
-    if (why := _cannot_build()) is not None:
-        pytest.skip(why)
-    out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (whl,) = out.glob("det_jupyter-*.whl")
-    return whl
-
-
-def _path_without_node(tmp: Path) -> str:
-    """PATH with every directory's programs but Node's (links in one directory)."""
-    shim = tmp / "bin-no-node"
-    shim.mkdir()
-    for d in os.environ.get("PATH", "").split(os.pathsep):
-        if not d or not os.path.isdir(d):
-            continue
-        for name in os.listdir(d):
-            src = os.path.join(d, name)
-            if name in NODE_TOOLS or (shim / name).exists() or not os.access(src, os.X_OK):
-                continue
-            if os.path.isfile(src):
-                (shim / name).symlink_to(src)
-    return str(shim)
-
-
-def _plain(done: subprocess.CompletedProcess) -> str:
-    """A command's output without its colours."""
-    return re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
-
-
-@pytest.fixture(scope="session")
-def wheel_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A fresh virtual environment with the wheel installed, and an environment without Node."""
-    tmp = tmp_path_factory.mktemp("wheel-venv")
-    venv = tmp / "venv"
-    path = f"{venv / 'bin'}{os.pathsep}{_path_without_node(tmp)}"
-    assert shutil.which("node", path=path) is None and shutil.which("npm", path=path) is None
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in ("VIRTUAL_ENV", "PYTHONPATH", "JUPYTER_PATH", "JUPYTER_CONFIG_DIR", "DET_MASTER")
-    }
-    env.update(PATH=path, HOME=str(tmp / "home"), JUPYTER_PLATFORM_DIRS="1")
-    (tmp / "home").mkdir()
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return venv, env
-
-
 def test_wheel_front_door(wheel_env: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; scripts/test.sh does)")
@@ -365,7 +285,7 @@ def test_wheel_front_door(wheel_env: tuple[Path, dict[str, str]], tmp_path: Path
         timeout=120,
         check=True,
     )
-    assert re.search(r"det-jupyter v\S+ +enabled +OK", _plain(labext)), labext
+    assert re.search(r"det-jupyter v\S+ +enabled +OK", _wheel.plain(labext)), labext
     serverext = subprocess.run(
         [str(bin_dir / "jupyter"), "server", "extension", "list"],
         env=env,
@@ -374,32 +294,11 @@ def test_wheel_front_door(wheel_env: tuple[Path, dict[str, str]], tmp_path: Path
         timeout=120,
         check=True,
     )
-    assert re.search(r"det_jupyter +enabled", _plain(serverext)), serverext
+    assert re.search(r"det_jupyter +enabled", _wheel.plain(serverext)), serverext
 
-    data_dir = tmp_path / "data"
-    port = free_port()
-    run_env = {**env, "DET_ADMIN_PASSWORD": ADMIN_PASSWORD}
-    up = subprocess.run(
-        [
-            str(bin_dir / "det-jupyter"),
-            "up",
-            "--detach",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-            "--slots",
-            "1",
-        ],
-        env=run_env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert up.returncode == 0, up.stdout + up.stderr + (data_dir / "master.log").read_text()[-3000:]
-    url = f"http://127.0.0.1:{port}"
+    master = _wheel.UpMaster(venv, env, tmp_path / "root")
+    up = master.start()
+    url = master.url
     assert f"open {url}/" in up.stdout and "log in" in up.stdout, up.stdout
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
@@ -454,19 +353,13 @@ def test_wheel_front_door(wheel_env: tuple[Path, dict[str, str]], tmp_path: Path
             finally:
                 browser.close()
     finally:
-        subprocess.run(
-            [str(bin_dir / "det-jupyter"), "down", "--data-dir", str(data_dir)],
-            env=env,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        master.stop()
 
 
 def test_editable_install_finds_the_sidebar_and_the_server_extension(tmp_path: Path) -> None:
     """A clone's ``pip install -e .`` in a fresh environment: Jupyter sees the prebuilt sidebar
     and the server extension's config (data files, installed in editable mode by setup.py)."""
-    if (why := _cannot_build()) is not None:
+    if (why := _wheel.cannot_build()) is not None:
         pytest.skip(why)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
@@ -494,7 +387,7 @@ def test_editable_install_finds_the_sidebar_and_the_server_extension(tmp_path: P
         timeout=120,
         check=True,
     )
-    assert re.search(r"det-jupyter v\S+ +enabled +OK", _plain(labext)), labext
+    assert re.search(r"det-jupyter v\S+ +enabled +OK", _wheel.plain(labext)), labext
     serverext = subprocess.run(
         [jupyter, "server", "extension", "list"],
         env=env,
@@ -503,4 +396,4 @@ def test_editable_install_finds_the_sidebar_and_the_server_extension(tmp_path: P
         timeout=120,
         check=True,
     )
-    assert re.search(r"det_jupyter +enabled", _plain(serverext)), serverext
+    assert re.search(r"det_jupyter +enabled", _wheel.plain(serverext)), serverext

@@ -41,7 +41,7 @@ def _env(spec_env: dict, slot_ids: list[int], *, base: dict | None = None, **kw)
 def test_env_layers_and_agent_fields() -> None:
     env = _env({"DET_MASTER": "http://m:1", "HOME": "/task"}, [0, 1])
     assert env == {
-        "PATH": "/venv/bin:/usr/bin",
+        "PATH": "/venv/bin:/usr/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin:/bin",
         "HOME": "/task",  # spec.env wins over the agent's environment
         "DET_MASTER": "http://m:1",
         "DET_AGENT_ID": "gpu-1",
@@ -78,7 +78,15 @@ def test_env_drops_the_masters_private_variables() -> None:
 def test_env_without_harness_leaves_pythonpath_alone() -> None:
     env = _env({}, [0], base={"PYTHONPATH": "/x"}, harness=None, python_bin=None)
     assert env["PYTHONPATH"] == "/x"
-    assert "PATH" not in env
+    assert env["PATH"] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def test_env_path_keeps_the_system_directories() -> None:
+    """An agent whose PATH names only directories its tasks' account cannot enter (a private
+    venv, as a wheel installed under a 0700 home): a task's shell still finds mkdir and sh."""
+    env = _env({}, [0], base={"PATH": "/root/venv/bin:/root/bin-shims"})
+    assert env["PATH"] == ("/venv/bin:/root/venv/bin:/root/bin-shims:"
+                           "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 
 
 def test_env_rejects_foreign_slots() -> None:
