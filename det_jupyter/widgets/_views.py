@@ -16,6 +16,9 @@ from typing import Any
 
 from det_jupyter.names import visible
 
+# The rung table is shared with the master's GET /api/v1/experiments/{id}/asha-rungs.
+from det_jupyter.searcher.rungs import asha_rungs as asha_rungs
+
 TERMINAL = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 _RUNNING_LIKE = frozenset({"ACTIVE", "QUEUED", "STARTING", "RUNNING", "PULLING"})
 EXPERIMENT_COLUMNS = ("id", "name", "owner", "state", "progress", "trials", "best", "start")
@@ -159,78 +162,6 @@ def best_trial(trials: Iterable[Mapping[str, Any]], smaller_is_better: bool = Tr
         return None
     t = best[2]
     return {"id": int(t["id"]), "value": t["searcherMetricValue"], "hparams": dict(t.get("hparams") or {})}
-
-
-def _asha_units(searcher: Mapping[str, Any]) -> tuple[list[int], str | None]:
-    """The rungs' time-metric thresholds of an ``adaptive_asha`` searcher (its deepest
-    bracket's; shallower brackets use a suffix of them), and the time metric (``None``:
-    ``steps_completed``, the legacy ``max_length``)."""
-    from det_jupyter.searcher import max_rungs, rung_units
-
-    divisor = float(searcher.get("divisor") or 4)
-    if searcher.get("max_time") is not None:
-        max_time, metric = int(searcher["max_time"]), searcher.get("time_metric")
-    else:
-        length = searcher.get("max_length") or {}
-        max_time = int(next(iter(length.values()))) if isinstance(length, dict) and length \
-            else int(length or 0)
-        metric = None
-    if max_time < 1:
-        return [], None
-    rungs = max_rungs(int(searcher.get("max_rungs") or 5), max_time,
-                      int(searcher.get("max_trials") or 1), divisor)
-    return rung_units(max(rungs, 1), divisor, max_time), metric
-
-
-def asha_rungs(searcher: Mapping[str, Any], trials: Iterable[Mapping[str, Any]],
-               validations: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """Which trials reached which ASHA rung, and where the stopped ones stopped.
-
-    ``searcher``: the experiment config's ``searcher`` section; ``trials``: ``v1Trial`` dicts;
-    ``validations``: ``{trial_id: [validation report…]}`` (SDK shape). A trial's progress is
-    the largest ``time_metric`` value it validated (``steps_completed`` for ``max_length``).
-    Returns one dict per rung: ``{"rung", "units", "reached": [ids], "stopped": [ids],
-    "running": [ids], "best": value}`` where *stopped* trials ended (any terminal state)
-    with this as their highest rung and *running* ones are still going with it. Other
-    searchers: ``[]``.
-    """
-    if searcher.get("name") != "adaptive_asha":
-        return []
-    units, time_metric = _asha_units(searcher)
-    if not units:
-        return []
-    metric = searcher.get("metric")
-    smaller = bool(searcher.get("smaller_is_better", True))
-    rungs = [{"rung": i, "units": u, "reached": [], "stopped": [], "running": [], "best": None}
-             for i, u in enumerate(units)]
-    for t in sorted(trials, key=lambda t: int(t["id"])):
-        tid = int(t["id"])
-        reports = validations.get(tid) or ()
-        top = -1
-        for report in reports:
-            ms = report.get("metrics") or {}
-            progress = ms.get(time_metric) if time_metric else report.get("steps_completed")
-            if not isinstance(progress, (int, float)):
-                continue
-            for rung in rungs:
-                if progress >= rung["units"]:
-                    top = max(top, rung["rung"])
-                    value = ms.get(metric)
-                    first = tid not in rung["reached"]
-                    if first:
-                        rung["reached"].append(tid)
-                    if first and isinstance(value, (int, float)) and (
-                            rung["best"] is None or (value < rung["best"] if smaller
-                                                     else value > rung["best"])):
-                        rung["best"] = value
-        if top < 0:
-            continue
-        if state_name(t.get("state")) in TERMINAL:
-            if top < len(rungs) - 1:
-                rungs[top]["stopped"].append(tid)
-        else:
-            rungs[top]["running"].append(tid)
-    return rungs
 
 
 def hparam_coords(trials: Iterable[Mapping[str, Any]], metric_name: str = "metric"

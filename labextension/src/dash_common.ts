@@ -16,6 +16,8 @@ export interface INavigator {
   experiment(id: number): void;
   trial(id: number): void;
   registry(): void;
+  /** Experiments side by side (dash_compare.ts). */
+  compare(ids: number[]): void;
 }
 
 type Attrs = Record<string, string | number | boolean | undefined>;

@@ -2,8 +2,10 @@
  * One experiment: state and actions, why failed trials crashed, learning curves of all its
  * trials (downsampled by the master: `GET /api/v1/trials/time-series`) with a metric, an x
  * axis (batches or time), smoothing and a log toggle, hyperparameter views (parallel
- * coordinates, a slice per hyperparameter, importance), and its trials, which can be chosen to
- * compare their curves and clicked through.
+ * coordinates, a slice per hyperparameter, importance), an `adaptive_asha` search's rungs (which
+ * trials reached, stopped at or run on from each: the master's `GET /api/v1/experiments/{id}/
+ * asha-rungs`, the notebook widget's table), and its trials, which can be chosen to compare
+ * their curves and clicked through.
  */
 
 import { DetApi } from './api';
@@ -33,6 +35,7 @@ export class ExperimentPanel extends DashPanel {
     this._contourControls = h('div', { className: 'det-Dash-toolbar' });
     this._importance = h('div', { className: 'det-Dash-importance', 'data-det': 'importance' });
     this._trials = h('div', { className: 'det-Dash-scroll' });
+    this._rungs = h('div', { className: 'det-Dash-scroll det-Dash-rungs', 'data-det': 'rungs' });
     const moduleUrl = api.url('det-jupyter/chart.js');
     this._curves = new Chart(curves, moduleUrl, 'lines', 340);
     this._coords = new Chart(coords, moduleUrl, 'parcoords', 300);
@@ -40,7 +43,7 @@ export class ExperimentPanel extends DashPanel {
     this._contour = new Chart(contour, moduleUrl, 'contour', 320);
     this.body.append(this._header, this._crashes, this._controls, curves,
       h('h3', {}, 'Hyperparameters'), coords, this._importance, this._contourControls, contour, slices,
-      h('h3', {}, 'Trials'), this._trials);
+      this._rungs, h('h3', {}, 'Trials'), this._trials);
   }
 
   protected async load(): Promise<any> {
@@ -55,13 +58,17 @@ export class ExperimentPanel extends DashPanel {
       const searcherMetric = `validation.${exp.config?.searcher?.metric ?? ''}`;
       this._metric = names.includes(searcherMetric) ? searcherMetric : names.includes('training.loss') ? 'training.loss' : names[0] ?? '';
     }
+    // The rungs (ASHA only) come while the curves load.
+    const rungsReply = exp.config?.searcher?.name === 'adaptive_asha'
+      ? this.api.getOptional(`api/v1/experiments/${this.experimentId}/asha-rungs`) : Promise.resolve(null);
     const series = this._metric ? await this._series(trials, this._metric) : new Map();
+    const rungs: any[] = (await rungsReply)?.rungs ?? [];
     for (const t of trials) {
       if (t.state === 'STATE_ERROR' && !this._crashReasons.has(t.id)) {
         this._crashReasons.set(t.id, crashReason(await trialLogs(this.api, t.id, 80)));
       }
     }
-    return { exp, trials, names, series };
+    return { exp, trials, names, series, rungs };
   }
 
   protected live(data: any): boolean {
@@ -69,7 +76,7 @@ export class ExperimentPanel extends DashPanel {
   }
 
   protected render(data: any): void {
-    const { exp, trials, names, series } = data;
+    const { exp, trials, names, series, rungs } = data;
     this._data = data;
     const searcher = exp.config?.searcher ?? {};
     const smaller = searcher.smaller_is_better !== false;
@@ -95,12 +102,32 @@ export class ExperimentPanel extends DashPanel {
     this._crashes.replaceChildren(...crashed.slice(0, 5).map((t: any) => h('div', { className: 'det-mod-error' },
       `trial ${t.id} failed: ${this._crashReasons.get(t.id) ?? 'no traceback in its log'}`)));
     this._renderControls(names);
+    this._renderRungs(rungs, searcher);
     // The curves first; the hyperparameter views and the trials table once they are drawn.
     void this._drawCurves(series, trials).then(() => window.requestAnimationFrame(() => {
       void this._coords.setCoords(coordinates(trials, searcher.metric ?? 'metric'));
       this._renderHpViews(trials, searcher.metric ?? 'metric');
       this._renderTrials(trials, searcher);
     }));
+  }
+
+  /** The ASHA rungs table (nothing for other searchers). */
+  private _renderRungs(rungs: any[], searcher: any): void {
+    if (!rungs.length) {
+      this._rungs.replaceChildren();
+      return;
+    }
+    const ids = (list: number[]): string => (list ?? []).join(', ');
+    const columns: IColumn<any>[] = [
+      { key: 'rung', label: 'Rung', cell: r => String(r.rung), numeric: true },
+      { key: 'units', label: String(rungs[0].timeMetric ?? 'batches'), cell: r => String(r.units), numeric: true },
+      { key: 'reached', label: 'Reached', cell: r => ids(r.reached) },
+      { key: 'stopped', label: 'Stopped here', cell: r => ids(r.stopped) },
+      { key: 'running', label: 'Running', cell: r => ids(r.running) },
+      { key: 'best', label: `Best ${searcher.metric ?? ''}`.trim(), cell: r => num(r.best), numeric: true }
+    ];
+    this._rungs.replaceChildren(h('h3', {}, 'ASHA rungs'),
+      table(columns, rungs, undefined, r => String(r.rung)));
   }
 
   private _renderTrials(trials: any[], searcher: any): void {
@@ -260,6 +287,7 @@ export class ExperimentPanel extends DashPanel {
   private _controls: HTMLElement;
   private _importance: HTMLElement;
   private _trials: HTMLElement;
+  private _rungs: HTMLElement;
   private _curves: Chart;
   private _coords: Chart;
   private _slices: Chart;

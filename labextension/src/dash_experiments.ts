@@ -1,12 +1,13 @@
 /**
- * The experiments table: filters, paging (server-side), chosen columns (hyperparameters and
- * metrics), labels, bulk pause / activate / kill / archive / unarchive / move with a
+ * The experiments table: filters, paging (server-side), chosen columns (hyperparameters, and
+ * metrics of each experiment's best trial: one request a page), labels, bulk pause / activate / kill / archive / unarchive / move with a
  * confirmation, click-through to an experiment, and buttons that launch a notebook or a
- * TensorBoard of the chosen experiments.
+ * TensorBoard of the chosen experiments, and a Compare button that opens the chosen experiments'
+ * comparison (dash_compare.ts).
  */
 
 import { DetApi } from './api';
-import { IColumn, INavigator, DashPanel, button, flatten, h, hpText, num, select, state, table, when } from './dash_common';
+import { IColumn, INavigator, DashPanel, button, flatten, h, hpText, metricNames, num, select, state, table, when } from './dash_common';
 import { taskPath, taskUrl } from './model';
 
 const PAGE = 50;
@@ -104,7 +105,8 @@ export class ExperimentsPanel extends DashPanel {
     this._actions.append(
       button('New notebook', () => void this._launch('notebook', {}), { 'data-det': 'launch-notebook' }),
       button('TensorBoard', () => void this._launch('tensorboard', { experimentIds: [...this._chosen] }),
-        { 'data-det': 'launch-tensorboard' })
+        { 'data-det': 'launch-tensorboard' }),
+      button('Compare', () => this.nav.compare([...this._chosen].sort((a, b) => a - b)), { 'data-det': 'compare' })
     );
     this._pager = h('span', { className: 'det-Dash-pager' });
     const toolbar = h('div', { className: 'det-Dash-toolbar' }, this._text, states, who,
@@ -133,6 +135,7 @@ export class ExperimentsPanel extends DashPanel {
     if (this._projects === null) {
       this._projects = await this._loadProjects();
     }
+    page.bestTrials = await bestTrials(this.api, page.experiments ?? []);
     return page;
   }
 
@@ -152,7 +155,14 @@ export class ExperimentsPanel extends DashPanel {
         hps.add(k.replace(/\.(val|type|minval|maxval|vals|count|base)$/, ''));
       }
     }
-    this._renderColumnChooser([...hps].sort());
+    const best: Map<number, any> = page.bestTrials ?? new Map();
+    const metrics = new Set<string>();
+    for (const t of best.values()) {
+      for (const m of metricNames([t])) {
+        metrics.add(m);
+      }
+    }
+    this._renderColumnChooser([...hps].sort(), [...metrics].sort());
     const columns: IColumn<any>[] = [
       {
         key: 'pick', label: '', cell: e => {
@@ -179,6 +189,12 @@ export class ExperimentsPanel extends DashPanel {
     for (const hp of this._shownHps) {
       columns.push({ key: `hp:${hp}`, label: hp, cell: e => hpSpec(e.config?.hyperparameters ?? {}, hp) });
     }
+    for (const m of this._shownMetrics) {
+      columns.push({
+        key: `metric:${m}`, label: m, numeric: true,
+        cell: e => num(bestTrialMetric(best.get(Number(e.bestTrialId)), m))
+      });
+    }
     this._table.replaceChildren(
       experiments.length
         ? h('div', {}, table(columns, experiments, e => this.nav.experiment(Number(e.id)), e => String(e.id)))
@@ -200,28 +216,39 @@ export class ExperimentsPanel extends DashPanel {
       b.disabled = n === 0;
     }
     (this._actions.querySelector('[data-det="launch-tensorboard"]') as HTMLButtonElement).disabled = n === 0;
+    (this._actions.querySelector('[data-det="compare"]') as HTMLButtonElement).disabled = n === 0;
     this._move.disabled = n === 0;
     this._move.replaceChildren(h('option', { value: '' }, n ? `move ${n} to project…` : 'move to project…'),
       ...(this._projects ?? []).map(p => h('option', { value: String(p.id) }, `${p.workspace} / ${p.name}`)));
   }
 
-  private _renderColumnChooser(hps: string[]): void {
-    const known = this._columns.dataset.hps ?? '';
-    if (known === hps.join('\n')) {
+  /** Checkboxes for the page's hyperparameters and its best trials' metrics. */
+  private _renderColumnChooser(hps: string[], metrics: string[]): void {
+    const key = [...hps, '', ...metrics].join('\n');
+    if ((this._columns.dataset.columns ?? null) === key) {
       return;
     }
-    this._columns.dataset.hps = hps.join('\n');
-    this._columns.replaceChildren(h('summary', {}, `columns (${this._shownHps.size} hyperparameters)`));
-    for (const hp of hps) {
-      const box = h('input', { type: 'checkbox', 'data-hp': hp });
-      box.checked = this._shownHps.has(hp);
-      box.addEventListener('change', () => {
-        box.checked ? this._shownHps.add(hp) : this._shownHps.delete(hp);
-        this._columns.querySelector('summary')!.textContent = `columns (${this._shownHps.size} hyperparameters)`;
-        void this.refresh();
-      });
-      this._columns.append(h('label', {}, box, ` ${hp}`));
-    }
+    this._columns.dataset.columns = key;
+    const summary = (): string => `columns (${this._shownHps.size} hyperparameters, ${this._shownMetrics.size} metrics)`;
+    this._columns.replaceChildren(h('summary', {}, summary()));
+    const group = (title: string, names: string[], shown: Set<string>, attr: string): void => {
+      if (!names.length) {
+        return;
+      }
+      this._columns.append(h('div', { className: 'det-Dash-columns-group' }, title));
+      for (const name of names) {
+        const box = h('input', { type: 'checkbox', [attr]: name });
+        box.checked = shown.has(name);
+        box.addEventListener('change', () => {
+          box.checked ? shown.add(name) : shown.delete(name);
+          this._columns.querySelector('summary')!.textContent = summary();
+          void this.refresh();
+        });
+        this._columns.append(h('label', {}, box, ` ${name}`));
+      }
+    };
+    group('hyperparameters', hps, this._shownHps, 'data-hp');
+    group("best trial's metrics (latest)", metrics, this._shownMetrics, 'data-metric');
   }
 
   private _bulk(verb: string): void {
@@ -304,12 +331,41 @@ export class ExperimentsPanel extends DashPanel {
   private _offset = 0;
   private _chosen = new Set<number>();
   private _shownHps = new Set<string>();
+  private _shownMetrics = new Set<string>();
   private _projects: { id: number; name: string; workspace: string }[] | null = null;
   private _columns: HTMLDetailsElement;
   private _actions: HTMLElement;
   private _move: HTMLSelectElement;
   private _table: HTMLElement;
   private _pager: HTMLElement;
+}
+
+/**
+ * The best trials of `experiments` by id, with their metric summaries: one request for the
+ * page (the time-series route answers trials by id; asked for no metric, it sends no series).
+ */
+export async function bestTrials(api: DetApi, experiments: any[]): Promise<Map<number, any>> {
+  const ids = [...new Set(experiments.map(e => Number(e.bestTrialId)).filter(id => id > 0))];
+  const out = new Map<number, any>();
+  if (!ids.length) {
+    return out;
+  }
+  const q = new URLSearchParams({ maxDatapoints: '1' });
+  for (const id of ids) {
+    q.append('trialIds', String(id));
+  }
+  const body = await api.get(`api/v1/trials/time-series?${q}`);
+  for (const entry of body.trials ?? []) {
+    out.set(Number(entry.trial?.id), entry.trial);
+  }
+  return out;
+}
+
+/** A trial's latest value of `validation.x` or `training.x` (its metric summary's `last`). */
+export function bestTrialMetric(trial: any, metric: string): unknown {
+  const [group, ...rest] = metric.split('.');
+  const key = group === 'validation' ? 'validation_metrics' : 'avg_metrics';
+  return trial?.summaryMetrics?.[key]?.[rest.join('.')]?.last;
 }
 
 /** A hyperparameter's definition in an experiment's config, shortly: `0.01`, `log(-4..-1)`, `adam|sgd`. */

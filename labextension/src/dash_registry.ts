@@ -1,6 +1,6 @@
 /**
- * The model registry: models (filter, archived too), a model's notes, metadata and versions,
- * creating a model, registering a checkpoint as a new version, archive (after a confirmation)
+ * The model registry: models (filter, archived too), a model's versions and its notes and
+ * metadata (edited here: `PATCH /api/v1/models/{name}`, metadata as a whole), creating a model, registering a checkpoint as a new version, archive (after a confirmation)
  * and unarchive.
  */
 
@@ -59,14 +59,21 @@ export class RegistryPanel extends DashPanel {
     const model = data.models.find((m: any) => m.name === this._chosen);
     if (!model) {
       this._detail.replaceChildren();
+      this._detailKey = '';
       return;
     }
+    // Redrawn only when what it shows changed: a poll must not move the focus out of a field
+    // being typed in (the checkpoint UUID, the notes, a metadata row).
+    const detailKey = JSON.stringify([model, data.versions]);
+    if (detailKey === this._detailKey) {
+      return;
+    }
+    this._detailKey = detailKey;
     const uuid = h('input', { className: 'jp-mod-styled', placeholder: 'checkpoint UUID', size: 38, 'data-det': 'register-uuid' });
     this._detail.replaceChildren(...present(
       h('h3', {}, `Model ${model.name}`),
       h('div', {}, String(model.description ?? '')),
-      model.notes ? h('pre', { className: 'det-Dash-notes' }, String(model.notes)) : null,
-      Object.keys(model.metadata ?? {}).length ? h('pre', {}, JSON.stringify(model.metadata, null, 2)) : null,
+      this._editor(model),
       h('div', { className: 'det-Dash-actions' }, uuid,
         button('Register version', () => void this._run(async () => {
           await this.api.send('POST', `api/v1/models/${encodeURIComponent(model.name)}/versions`,
@@ -91,6 +98,78 @@ export class RegistryPanel extends DashPanel {
       }, v => String(v.version)) : h('p', { className: 'det-Dash-empty' }, 'No versions yet.')));
   }
 
+  /**
+   * The model's notes and metadata, editable. Each part is kept across polls while the same
+   * model's saved value of it is unchanged: a poll, or saving the other part, must not throw
+   * away what is being typed.
+   */
+  private _editor(model: any): HTMLElement {
+    const path = `api/v1/models/${encodeURIComponent(model.name)}`;
+    const readOnly = !!model.archived;
+    const notesKey = JSON.stringify([model.name, model.notes ?? '', readOnly]);
+    if (this._notesKey !== notesKey || !this._notesNode) {
+      this._notesKey = notesKey;
+      const notes = h('textarea', { className: 'jp-mod-styled det-Dash-notes', rows: 5, 'data-det': 'model-notes',
+        placeholder: 'notes (Markdown)' });
+      notes.value = String(model.notes ?? '');
+      this._notesNode = h('div', {}, h('h4', {}, 'Notes'), notes,
+        h('div', { className: 'det-Dash-actions' },
+          button('Save notes', () => void this._run(() => this.api.send('PATCH', path, { notes: notes.value })),
+            { 'data-det': 'save-notes', disabled: readOnly })));
+    }
+    const metaKey = JSON.stringify([model.name, model.metadata ?? {}, readOnly]);
+    if (this._metaKey !== metaKey || !this._metaNode) {
+      this._metaKey = metaKey;
+      this._metaNode = this._metadataEditor(model.metadata ?? {}, path, readOnly);
+    }
+    return h('div', { className: 'det-Dash-model-edit' }, this._notesNode, this._metaNode);
+  }
+
+  /** Key / value rows of `saved`; Save sends them all (`PATCH` replaces the whole metadata). */
+  private _metadataEditor(saved: Record<string, unknown>, path: string, readOnly: boolean): HTMLElement {
+    const rows = h('div', { className: 'det-Dash-metadata', 'data-det': 'model-metadata' });
+    const addRow = (k: string, v: unknown): void => {
+      const keyInput = h('input', { className: 'jp-mod-styled', placeholder: 'key', 'data-det': 'metadata-key' });
+      keyInput.value = k;
+      const valueInput = h('input', { className: 'jp-mod-styled', placeholder: 'value', size: 40, 'data-det': 'metadata-value' });
+      // A value that is not a string shows (and is saved back) as JSON.
+      valueInput.value = typeof v === 'string' ? v : JSON.stringify(v);
+      const row = h('div', { className: 'det-Dash-metadata-row' }, keyInput, valueInput);
+      if (typeof v !== 'string') {
+        row.dataset.json = 'true';
+      }
+      row.append(button('Remove', () => row.remove(), { 'data-det': 'metadata-remove', disabled: readOnly }));
+      rows.append(row);
+    };
+    for (const [k, v] of Object.entries<unknown>(saved)) {
+      addRow(k, v);
+    }
+    const metadata = (): Record<string, unknown> => {
+      const out: Record<string, unknown> = {};
+      for (const row of Array.from(rows.querySelectorAll<HTMLElement>('.det-Dash-metadata-row'))) {
+        const [k, v] = Array.from(row.querySelectorAll('input')).map(i => i.value);
+        if (!k.trim()) {
+          continue;
+        }
+        let value: unknown = v;
+        if (row.dataset.json) {
+          try {
+            value = JSON.parse(v);
+          } catch {
+            value = v; // edited into something that is not JSON: a string
+          }
+        }
+        out[k.trim()] = value;
+      }
+      return out;
+    };
+    return h('div', {}, h('h4', {}, 'Metadata'), rows,
+      h('div', { className: 'det-Dash-actions' },
+        button('Add', () => addRow('', ''), { 'data-det': 'metadata-add', disabled: readOnly }),
+        button('Save metadata', () => void this._run(() => this.api.send('PATCH', path, { metadata: metadata() })),
+          { 'data-det': 'save-metadata', disabled: readOnly })));
+  }
+
   private async _run(action: () => Promise<unknown>): Promise<void> {
     try {
       await action();
@@ -106,4 +185,9 @@ export class RegistryPanel extends DashPanel {
   private _models: HTMLElement;
   private _detail: HTMLElement;
   private _data: any = null;
+  private _detailKey = '';
+  private _notesKey = '';
+  private _notesNode: HTMLElement | null = null;
+  private _metaKey = '';
+  private _metaNode: HTMLElement | null = null;
 }

@@ -2,7 +2,8 @@
  * det-jupyter's JupyterLab extension: a left-sidebar panel with the master's experiments,
  * jobs and cluster and the user's notebooks and TensorBoards; a command that describes an
  * experiment in a notebook or console; and the dashboard, main-area panels (experiments, an
- * experiment, a trial, the model registry) that a reload or a re-opened Lab restores.
+ * experiment, a trial, experiments compared, the model registry) that a reload or a re-opened
+ * Lab restores.
  */
 
 import {
@@ -16,6 +17,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { DetApi } from './api';
+import { ComparePanel, compareId } from './dash_compare';
 import { DashPanel, INavigator } from './dash_common';
 import { ExperimentPanel } from './dash_experiment';
 import { ExperimentsPanel } from './dash_experiments';
@@ -29,7 +31,9 @@ export const DASH_EXPERIMENTS = 'det-jupyter:dashboard-experiments';
 export const DASH_EXPERIMENT = 'det-jupyter:dashboard-experiment';
 export const DASH_TRIAL = 'det-jupyter:dashboard-trial';
 export const DASH_REGISTRY = 'det-jupyter:dashboard-registry';
-/** Reopens a restored panel: `{kind, id}` (what the layout restorer stored). */
+/** Experiments compared: `{ids: [1, 2]}` (or `"1,2"`). */
+export const DASH_COMPARE = 'det-jupyter:dashboard-compare';
+/** Reopens a restored panel: `{kind, id}` or `{kind: 'compare', ids}` (what the layout restorer stored). */
 export const DASH_OPEN = 'det-jupyter:dashboard-open';
 
 const detIcon = new LabIcon({
@@ -100,7 +104,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       experiments: () => void app.commands.execute(DASH_EXPERIMENTS),
       experiment: id => void app.commands.execute(DASH_EXPERIMENT, { id }),
       trial: id => void app.commands.execute(DASH_TRIAL, { id }),
-      registry: () => void app.commands.execute(DASH_REGISTRY)
+      registry: () => void app.commands.execute(DASH_REGISTRY),
+      compare: ids => void app.commands.execute(DASH_COMPARE, { ids })
     };
     const tracker = new WidgetTracker<DashPanel>({ namespace: 'det-jupyter-dashboard' });
     /** Show the panel of id `id`, made by `make` unless it is open already. */
@@ -144,22 +149,40 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'det: Model registry',
       execute: () => show('det-dash-registry', () => new RegistryPanel(api, nav))
     });
+    app.commands.addCommand(DASH_COMPARE, {
+      label: args => (args.ids === undefined ? 'det: Compare experiments' : `det: Compare experiments ${String(args.ids)}`),
+      execute: args => {
+        const raw = Array.isArray(args.ids) ? args.ids : String(args.ids ?? '').split(/[,-]/);
+        const ids = [...new Set(raw.map(Number))];
+        if (!ids.length || ids.some(id => !Number.isInteger(id) || id < 1)) {
+          throw new Error(`${DASH_COMPARE} needs experiment ids, got ${String(args.ids)}`);
+        }
+        return show(compareId(ids), () => new ComparePanel(api, nav, ids));
+      }
+    });
     app.commands.addCommand(DASH_OPEN, {
       label: 'det: Open a dashboard panel',
       execute: args => {
         const command = { experiments: DASH_EXPERIMENTS, experiment: DASH_EXPERIMENT, trial: DASH_TRIAL,
-          registry: DASH_REGISTRY }[String(args.kind)];
+          registry: DASH_REGISTRY, compare: DASH_COMPARE }[String(args.kind)];
         if (!command) {
           throw new Error(`${DASH_OPEN}: no dashboard panel of kind ${String(args.kind)}`);
+        }
+        if (command === DASH_COMPARE) {
+          return app.commands.execute(command, { ids: args.ids ?? null });
         }
         return app.commands.execute(command, args.id === undefined ? {} : { id: args.id });
       }
     });
     if (restorer) {
-      // The panel's id says what it shows: det-dash-<kind>[-<id>].
+      // The panel's id says what it shows: det-dash-<kind>[-<id>], det-dash-compare-<id>-<id>….
       void restorer.restore(tracker, {
         command: DASH_OPEN,
         args: (panel: DashPanel) => {
+          const compared = panel.id.match(/^det-dash-compare-([\d-]+)$/);
+          if (compared) {
+            return { kind: 'compare', ids: compared[1] };
+          }
           const [, kind, id] = panel.id.match(/^det-dash-([a-z]+)(?:-(\d+))?$/) ?? [];
           return id ? { kind, id: Number(id) } : { kind };
         },
