@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ._address import validate_address
-from ._agent import DRAIN_TIMEOUT, STATS_INTERVAL, Agent
+from ._agent import DRAIN_TIMEOUT, RUNTIME_MODES, STATS_INTERVAL, Agent
 from ._devices import detect_slots
 from ._version import __version__
 
@@ -107,6 +107,16 @@ def _parser() -> argparse.ArgumentParser:
         help="on SIGTERM or SIGINT the master preempts this agent's tasks (trials checkpoint and "
         "resume elsewhere); those still running after this many seconds are killed; a second "
         f"signal kills them at once (default: $DET_AGENT_DRAIN_TIMEOUT, else {DRAIN_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--runtime",
+        choices=list(RUNTIME_MODES),
+        default=os.environ.get("DET_AGENT_RUNTIME") or "auto",
+        help="how tasks whose config names an image (environment.image) run: 'docker' runs them "
+        "in containers of the Docker engine at $DOCKER_HOST (else unix:///var/run/docker.sock) "
+        "and refuses to start without it; 'process' never runs containers (the master sends "
+        "such tasks elsewhere); 'auto' uses Docker when the engine answers at start-up. Tasks "
+        "without an image always run as processes (default: $DET_AGENT_RUNTIME, else auto)",
     )
     p.add_argument(
         "--no-warm-start",
@@ -229,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             task_user=args.task_user,
             hidden_paths=[args.token_file] if args.token_file else [],
             task_python=args.task_python,
+            runtime_mode=args.runtime,
         )
     except ValueError as e:
         _parser().error(str(e))

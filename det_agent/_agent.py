@@ -21,7 +21,15 @@ from ._link import LocalLink
 from ._outbox import Outbox
 from ._stats import GpuStatsSampler, sampler_for
 from ._version import __version__
-from .runtime import LogLine, ProcessRuntime, Runtime
+from .runtime import (
+    DockerRuntime,
+    LogLine,
+    MixedRuntime,
+    ProcessRuntime,
+    Runtime,
+    docker_probe,
+    refuse_container,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +47,10 @@ STOP_FLUSH_TIMEOUT = 5.0
 DRAIN_TIMEOUT = 60.0
 #: Default period of ``slot_stats`` frames (seconds).
 STATS_INTERVAL = 10.0
+#: ``runtime_mode`` values: Docker when the engine answers; Docker required; processes only.
+RUNTIME_MODES = ("auto", "docker", "process")
+#: ``hello.containers`` of an agent told to run no containers.
+PROCESS_ONLY = "the agent runs tasks as processes only (det-agent --runtime process)"
 
 T = TypeVar("T")
 Connection = WebSocketClientConnection | LocalLink
@@ -69,6 +81,13 @@ class Agent:
     ``task_user`` and ``hidden_paths`` go to the default :class:`ProcessRuntime`: the account
     tasks of unlinked users run as when the agent is root (None: the runtime's default), and
     files tasks must not see (e.g. the agent's token file).
+
+    ``runtime_mode`` (when no ``runtime`` is given): ``"auto"`` runs tasks whose spec names a
+    ``container`` in Docker when the engine (``$DOCKER_HOST``, else the standard socket)
+    answers at construction, and only processes otherwise; ``"docker"`` requires the engine
+    (ValueError saying why it is unavailable); ``"process"`` never runs containers.
+    ``hello.containers`` tells the master which (``"docker"`` or the reason), and a task that
+    names an image on an agent without containers fails at once, saying so.
     """
 
     def __init__(
@@ -89,6 +108,7 @@ class Agent:
         task_user: str | None = None,
         hidden_paths: Sequence[str] = (),
         task_python: str | None = None,
+        runtime_mode: str = "auto",
     ) -> None:
         if not token:
             raise ValueError("the agent token is empty; pass the master's agent token")
@@ -98,6 +118,8 @@ class Agent:
             raise ValueError(
                 f"stats_interval must be a finite number of seconds >= 0, got {stats_interval}"
             )
+        if runtime_mode not in RUNTIME_MODES:
+            raise ValueError(f"runtime_mode must be one of {', '.join(RUNTIME_MODES)}, got {runtime_mode!r}")
         self._url = proto.agents_url(master_url, agent_id)
         self._master_url = master_url
         self._address = validate_address(address) if address is not None else None
@@ -105,10 +127,18 @@ class Agent:
         self.agent_id = agent_id
         self.slots = list(slots)
         self.resource_pool = resource_pool
-        self.runtime = (
-            runtime
-            if runtime is not None
-            else ProcessRuntime(
+        self.runtime: Runtime
+        #: What ``hello.containers`` says: "docker", or why image tasks cannot run here.
+        self.containers: str
+        if runtime is not None:
+            self.runtime = runtime
+            self.containers = getattr(runtime, "containers", None) or "the agent's runtime runs no containers"
+        else:
+            self.containers = PROCESS_ONLY if runtime_mode == "process" else docker_probe()
+            if runtime_mode == "docker" and self.containers != "docker":
+                raise ValueError(f"--runtime docker: {self.containers}; start the Docker engine "
+                                 "(or set DOCKER_HOST), or pass --runtime auto or process")
+            process = ProcessRuntime(
                 work_dir,
                 agent_id=agent_id,
                 slots=self.slots,
@@ -117,7 +147,15 @@ class Agent:
                 hidden_paths=hidden_paths,
                 task_python=task_python,
             )
-        )
+            if self.containers == "docker":
+                docker = DockerRuntime(work_dir, agent_id=agent_id, slots=self.slots, task_user=task_user)
+                self.runtime = MixedRuntime(process, docker)
+                log.info("tasks that name an image run in Docker at %s", docker.host)
+            else:
+                # A plain ProcessRuntime; _start refuses image tasks with the reason.
+                self.runtime = process
+                if runtime_mode == "auto":
+                    log.info("tasks that name an image cannot run here: %s", self.containers)
         self._local = connect
         self._stats_interval = stats_interval
         self._sampler = sampler_for(self.slots, stats_interval, stats_sampler)
@@ -134,6 +172,8 @@ class Agent:
 
     async def run(self) -> None:
         """Connect, serve the master and reconnect with backoff until :meth:`stop` is called."""
+        if isinstance(self.runtime, MixedRuntime):
+            await self.runtime.prepare()  # containers an earlier agent process left go first
         backoff = INITIAL_BACKOFF
         while not self._stopping.is_set():
             conn = await self._until_stopped(self._connect())
@@ -282,6 +322,7 @@ class Agent:
                 tuple(running),
                 __version__,
                 address,
+                self.containers,
             )
             await conn.write_message(proto.encode(hello.to_wire()))
             if self._leaving is not None:
@@ -397,6 +438,11 @@ class Agent:
         if self._leaving is not None or self._stopping.is_set():
             # Sent before the master saw that this agent leaves: it ends as a preemption.
             self._on_exit(allocation_id, 1, "the agent is stopping; the task was not started")
+            return
+        if spec.container is not None and self.containers != "docker":
+            # The master should not send it (hello said so); end it at once, saying why.
+            refuse_container(allocation_id, spec.container.image, self.containers,
+                             self._on_log, self._on_exit)
             return
         try:
             pid = await self.runtime.start(spec.to_wire(), self._on_log, self._on_exit)

@@ -27,7 +27,8 @@ from ._devices import Slot
 from ._stats import SlotStats
 
 __all__ = [
-    "AGENT_FRAMES", "MASTER_FRAMES", "Ack", "AgentFrame", "Hello", "KillTask", "Leaving",
+    "AGENT_FRAMES", "MASTER_FRAMES", "Ack", "AgentFrame", "BindMount", "Container", "Device", "Hello",
+    "KillTask", "Leaving",
     "LogLine", "Logs", "MasterFrame", "Mount", "Refused", "RunAs", "Slot", "SlotStats",
     "SlotStatsReport", "StartTask", "TaskExited", "TaskSpec", "TaskStarted", "Welcome",
     "parse_agent_frame", "parse_master_frame",
@@ -111,6 +112,105 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class BindMount:
+    """A host path bound into the task's container (0.38.1's ``bind_mounts`` entry);
+    ``propagation``: Docker's (``rprivate`` by default)."""
+
+    host_path: str
+    container_path: str
+    read_only: bool = False
+    propagation: str = "rprivate"
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> BindMount:
+        what = "a spec.container.bind_mounts entry"
+        d = check.obj(raw, what)
+        read_only = d.get("read_only", False)
+        if not isinstance(read_only, bool):
+            raise ValueError(f"{what}: read_only must be true or false, got {read_only!r:.80}")
+        return cls(check.string(d, "host_path", what), check.string(d, "container_path", what), read_only,
+                   check.string(d, "propagation", what, "rprivate"))
+
+
+@dataclass(frozen=True)
+class Device:
+    """A host device handed to the container (0.38.1's ``resources.devices`` entry)."""
+
+    host_path: str
+    container_path: str
+    mode: str = "mrw"
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> Device:
+        what = "a spec.container.devices entry"
+        d = check.obj(raw, what)
+        return cls(check.string(d, "host_path", what), check.string(d, "container_path", what),
+                   check.string(d, "mode", what, "mrw"))
+
+
+@dataclass(frozen=True)
+class Container:
+    """Run the task in a container (the agent's Docker runtime), as the master resolved the
+    experiment's ``environment`` and ``resources`` for the slots' device type: ``image`` and
+    the environment variables are already the device's. ``registry_auth``: Docker's auth
+    config (username, password, serveraddress, …). ``shm_size``: bytes (None: Docker's)."""
+
+    image: str
+    force_pull: bool = False
+    registry_auth: Mapping[str, str] | None = None
+    bind_mounts: tuple[BindMount, ...] = ()
+    devices: tuple[Device, ...] = ()
+    add_capabilities: tuple[str, ...] = ()
+    drop_capabilities: tuple[str, ...] = ()
+    shm_size: int | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "image": self.image,
+            "force_pull": self.force_pull,
+            "bind_mounts": [b.to_wire() for b in self.bind_mounts],
+            "devices": [d.to_wire() for d in self.devices],
+            "add_capabilities": list(self.add_capabilities),
+            "drop_capabilities": list(self.drop_capabilities),
+        }
+        if self.registry_auth is not None:
+            out["registry_auth"] = dict(self.registry_auth)
+        if self.shm_size is not None:
+            out["shm_size"] = self.shm_size
+        return out
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> Container:
+        what = "spec.container"
+        d = check.obj(raw, what)
+        force = d.get("force_pull", False)
+        if not isinstance(force, bool):
+            raise ValueError(f"{what}: force_pull must be true or false, got {force!r:.80}")
+        auth = d.get("registry_auth")
+        if auth is not None:
+            auth = check.obj(auth, f"{what}.registry_auth")
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in auth.items()):
+                raise ValueError(f"{what}: registry_auth must map names to strings")
+            auth = dict(auth)
+        return cls(
+            image=check.string(d, "image", what),
+            force_pull=force,
+            registry_auth=auth,
+            bind_mounts=tuple(BindMount.from_wire(b) for b in check.array(d, "bind_mounts", what, [])),
+            devices=tuple(Device.from_wire(x) for x in check.array(d, "devices", what, [])),
+            add_capabilities=check.strings(d, "add_capabilities", what, []),
+            drop_capabilities=check.strings(d, "drop_capabilities", what, []),
+            shm_size=check.opt_integer(d, "shm_size", what),
+        )
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """What one container of an allocation runs (docs/internals.md "TaskSpec").
 
@@ -130,6 +230,8 @@ class TaskSpec:
     context_url: str | None = None
     context_digest: str | None = None
     run_as: RunAs | None = None
+    #: None: a process (the process runtime); else the container to run it in
+    container: Container | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -148,6 +250,8 @@ class TaskSpec:
             out["context_digest"] = self.context_digest
         if self.run_as is not None:
             out["run_as"] = self.run_as.to_wire()
+        if self.container is not None:
+            out["container"] = self.container.to_wire()
         return out
 
     @classmethod
@@ -184,6 +288,7 @@ class TaskSpec:
             context_url=check.opt_string(d, "context_url", what),
             context_digest=check.opt_string(d, "context_digest", what),
             run_as=None if run_as is None else RunAs.from_wire(run_as),
+            container=None if d.get("container") is None else Container.from_wire(d["container"]),
         )
 
 
@@ -286,7 +391,9 @@ class Ack:
 class Hello:
     """The agent's first frame after every connect. ``running``: the allocations it still runs
     (or whose exit the master has not acknowledged); ``address``: what other containers reach
-    this host at (distributed rendezvous)."""
+    this host at (distributed rendezvous); ``containers``: ``"docker"`` when it runs tasks
+    that name an image, else why it cannot (``"no Docker engine at unix:///var/run/docker.sock"``;
+    empty from agents older than the Docker runtime)."""
 
     TYPE: ClassVar[str] = "hello"
     agent_id: str
@@ -295,12 +402,13 @@ class Hello:
     running: tuple[str, ...]
     version: str
     address: str
+    containers: str = ""
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "type": self.TYPE, "agent_id": self.agent_id, "resource_pool": self.resource_pool,
             "slots": [s.to_wire() for s in self.slots], "running": list(self.running),
-            "version": self.version, "address": self.address,
+            "version": self.version, "address": self.address, "containers": self.containers,
         }
 
     @classmethod
@@ -315,6 +423,7 @@ class Hello:
             running=check.strings(d, "running", cls.TYPE, default=[]),
             version=check.string(d, "version", cls.TYPE, default=""),
             address=check.string(d, "address", cls.TYPE, default="") or "127.0.0.1",
+            containers=check.string(d, "containers", cls.TYPE, default=""),
         )
 
 

@@ -90,6 +90,12 @@ class DetJupyterApp(ExtensionApp):
         "", config=True,
         help="Resource pool the embedded agent joins (empty: the default compute pool).",
     )
+    agent_runtime = Unicode(
+        "auto", config=True,
+        help="How the embedded agent runs tasks: auto (a task whose config names an image runs in "
+             "a Docker container when a Docker engine answers, the rest as processes), docker "
+             "(refuse to start without an engine) or process (never containers).",
+    )
     task_python = Unicode(
         "", config=True,
         help="The Python environment the embedded agent's tasks run (python3 resolves there): a "
@@ -385,6 +391,7 @@ class DetJupyterApp(ExtensionApp):
                 connect=lambda: self._local_link(agent_id),
                 hidden_paths=[self.data_dir, self.serverapp.runtime_dir],
                 task_python=self.task_python or None,
+                runtime_mode=self.agent_runtime,
             )
             self._agent_task = asyncio.ensure_future(self._agent.run())
         self.log.info("det-jupyter master at %s (cluster %s)", self.master.settings.url, self.master.cluster_id)

@@ -40,6 +40,13 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ]; then
   { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
     || echo "test.sh: chromium could not be installed; tests/browser will skip" >&2
 fi
+# The Docker runtime's tests start a private daemon of Debian's docker.io (tests/_docker.py:
+# its own data root and socket, no iptables, no bridge) and stop it; they skip, saying why,
+# without it or without root.
+if ! command -v dockerd >/dev/null && [ "$(id -u)" = 0 ]; then
+  { apt-get update -qq && apt-get install -y -qq docker.io >/dev/null; } \
+    || echo "test.sh: docker.io could not be installed; the Docker runtime tests will skip" >&2
+fi
 
 # The stock determined client lives in a venv of its own (it ships its own `det`), with torch
 # and tensorboard, which its Core API imports at init. Never installed into .venv.

@@ -1,14 +1,23 @@
 """Runtimes: how the agent runs tasks.
 
-:class:`Runtime` is the seam (a Docker runtime can be added beside the process runtime);
-:class:`ProcessRuntime` runs tasks as local process groups; :func:`task_python_dir` checks the
-interpreter (or virtual environment) tasks run with.
+:class:`Runtime` is the seam; :class:`ProcessRuntime` runs tasks as local process groups,
+:class:`DockerRuntime` runs tasks whose spec names a ``container`` in Docker containers, and
+:class:`MixedRuntime` sends each spec to the one it needs; :func:`docker_probe` says whether
+the Docker engine answers; :func:`refuse_container` ends an image task on an agent that runs
+no containers; :func:`task_python_dir` checks the interpreter (or virtual
+environment) tasks run with.
 """
 
 from __future__ import annotations
 
 from ._base import LogLine, OnExit, OnLog, Runtime
+from ._docker import DockerRuntime, docker_host
+from ._docker import probe as docker_probe
 from ._launch import task_python_dir
+from ._mixed import MixedRuntime, refuse_container
 from ._process import ProcessRuntime
 
-__all__ = ["LogLine", "OnExit", "OnLog", "ProcessRuntime", "Runtime", "task_python_dir"]
+__all__ = [
+    "DockerRuntime", "LogLine", "MixedRuntime", "OnExit", "OnLog", "ProcessRuntime", "Runtime",
+    "docker_host", "docker_probe", "refuse_container", "task_python_dir",
+]

@@ -57,6 +57,8 @@ def _serve(args: argparse.Namespace) -> int:
         cfg.DetJupyterApp.agent_resource_pool = args.agent_pool
     if args.task_python:
         cfg.DetJupyterApp.task_python = os.path.abspath(args.task_python)
+    if args.runtime:
+        cfg.DetJupyterApp.agent_runtime = args.runtime
     if args.agent_reconnect_wait is not None:
         cfg.DetJupyterApp.agent_reconnect_wait = args.agent_reconnect_wait
     if args.proxy_port is not None:
@@ -122,6 +124,8 @@ def _up(args: argparse.Namespace) -> int:
         argv += ["--agent-pool", args.agent_pool]
     if args.task_python:
         argv += ["--task-python", os.path.abspath(args.task_python)]
+    if args.runtime:
+        argv += ["--runtime", args.runtime]
     if args.agent_reconnect_wait is not None:
         argv += ["--agent-reconnect-wait", str(args.agent_reconnect_wait)]
     if args.no_agent:
@@ -244,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--task-python", default=None, metavar="ENV",
                     help="Python environment the embedded agent's tasks run (a virtual environment "
                          "or its python3, e.g. one with determined==0.38.1 for stock configs)")
+    up.add_argument("--runtime", choices=["auto", "docker", "process"], default=None,
+                    help="how the embedded agent runs tasks: auto (default: a config with "
+                         "environment.image runs in a Docker container when an engine answers at "
+                         "DOCKER_HOST or /var/run/docker.sock), docker, or process")
     up.add_argument("--agent-reconnect-wait", type=float, default=None,
                     help="seconds an agent may stay away before its tasks count as lost (default 25)")
     up.add_argument("--proxy-port", type=int, default=None,

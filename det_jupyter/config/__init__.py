@@ -3,6 +3,7 @@ package model-definition contexts. Pure: stdlib + PyYAML."""
 
 from __future__ import annotations
 
+from ._container import container_for
 from ._context import (
     MAX_CONTEXT_SIZE,
     context_to_tgz,
@@ -41,6 +42,7 @@ __all__ = [
     "check_task_keys",
     "check_template_config",
     "check_template_keys",
+    "container_for",
     "context_to_tgz",
     "environment_variables",
     "expand_experiment_config",

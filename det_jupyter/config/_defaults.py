@@ -7,16 +7,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._container import DEFAULT_IMAGES
 from ._hparams import normalize_hyperparameters
 from ._keys import check_experiment_keys
 from ._validate import SLOT_TYPES, check_checkpoint_storage, validate_experiment_config
 
 # Determined 0.38.1 master/pkg/schemas/expconf/const.go
-DEFAULT_IMAGES = {
-    "cpu": "determinedai/pytorch-ngc-dev:0736b6d",
-    "cuda": "determinedai/pytorch-ngc-dev:0736b6d",
-    "rocm": "determinedai/environments:rocm-5.6-pytorch-1.3-tf-2.10-rocm-mpich-0736b6d",
-}
 DEFAULT_LOG_POLICIES = (
     {"name": "CUDA OOM", "pattern": ".*CUDA out of memory.*"},
     {"name": "ECC Error", "pattern": ".*uncorrectable ECC error encountered.*"},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._container import check_capabilities, check_container_paths, parse_device, parse_size
 from ._hparams import validate_hyperparameters
 from ._searcher import check_length, validate_searcher
 from ._util import check_int, check_type, describe, invalid, type_name
@@ -107,8 +108,11 @@ def _check_resources(resources: Any) -> None:
         check_type(resources["is_single_node"], "resources.is_single_node", bool, "true or false")
     if resources.get("shm_size") is not None:
         check_type(resources["shm_size"], "resources.shm_size", (int, str), "bytes or a size like \"4G\"")
+        parse_size(resources["shm_size"], "resources.shm_size")
     if resources.get("devices") is not None:
         check_type(resources["devices"], "resources.devices", list, "a list")
+        for i, device in enumerate(resources["devices"]):
+            parse_device(device, f"resources.devices[{i}]")
 
 
 def check_checkpoint_storage(storage: Any, field: str) -> None:
@@ -178,6 +182,11 @@ def _check_environment(env: Any) -> None:
             check_int(item.get("proxy_port"), f"environment.proxy_ports[{i}].proxy_port", minimum=1, maximum=65535)
     if env.get("force_pull_image") is not None:
         check_type(env["force_pull_image"], "environment.force_pull_image", bool, "true or false")
+    for key in ("add_capabilities", "drop_capabilities"):
+        check_capabilities(env.get(key), f"environment.{key}")
+    if env.get("registry_auth") is not None:
+        check_type(env["registry_auth"], "environment.registry_auth", dict,
+                   "a mapping with username, password and serveraddress")
 
 
 def _check_bind_mounts(mounts: Any) -> None:
@@ -190,6 +199,7 @@ def _check_bind_mounts(mounts: Any) -> None:
                 raise invalid(f"{field}.{key}", f"a bind mount needs {key}", f"add `{key}: /some/path`")
         if mount.get("read_only") is not None:
             check_type(mount["read_only"], f"{field}.read_only", bool, "true or false")
+    check_container_paths(mounts)
 
 
 def _check_log_policies(policies: Any) -> None:

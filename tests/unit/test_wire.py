@@ -59,7 +59,7 @@ FRAMES: list[tuple[Any, dict[str, Any]]] = [
     (Hello("a1", "gpu", (Slot(0, "cuda", "H100", "GPU-x"),), ("1.a.1",), "0.1.0", "10.0.0.7"),
      {"type": "hello", "agent_id": "a1", "resource_pool": "gpu",
       "slots": [{"id": 0, "type": "cuda", "name": "H100", "uuid": "GPU-x"}], "running": ["1.a.1"],
-      "version": "0.1.0", "address": "10.0.0.7"}),
+      "version": "0.1.0", "address": "10.0.0.7", "containers": ""}),
     (SlotStatsReport((SlotStats(0, 40, 1 << 30, 80 << 30),)),
      {"type": "slot_stats", "slots": [{"id": 0, "gpu_util": 40, "mem_used": 1 << 30, "mem_total": 80 << 30}]}),
     (TaskStarted("1.a.1", 42), {"type": "task_started", "allocation_id": "1.a.1", "pid": 42}),

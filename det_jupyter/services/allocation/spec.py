@@ -177,4 +177,7 @@ def build_trial_spec(run: TrialRun, gang: Gang, rank: int, token: str, ident: Ma
         info_files=info,
         mounts=tuple(mounts),
         context_digest=run.context_digest,
+        # environment.image: a container of it (the agent's Docker runtime); none: a process.
+        # The cpu entry of a per-device image: gangs do not carry their slots' device type yet.
+        container=expconf.container_for(cfg, "cpu"),
     )

@@ -148,8 +148,10 @@ def test_task_lifecycle_and_kill(tmp_path) -> None:
                 "slots": [{"id": 0, "type": "cpu", "name": "cpu", "uuid": None}],
                 "running": [],
                 "version": hello["version"],
-        "address": "127.0.0.1",
+                "address": "127.0.0.1",
+                "containers": hello["containers"],  # "docker", or why not: this host's engine
             }
+            assert hello["containers"]
             master.send({"type": "welcome", "master_id": "m", "cluster_id": "c"})
             master.send(
                 {

@@ -154,6 +154,7 @@ def test_hello_frame_has_the_address_and_keeps_every_other_field() -> None:
         "running": ["1.a.1"],
         "version": "0.1.0",
         "address": "10.0.0.7",
+        "containers": "",
     }
 
 

@@ -92,7 +92,8 @@ def test_task_user_flag_and_environment(tmp_path: Path, monkeypatch: pytest.Monk
 def test_agent_hands_task_user_and_hidden_paths_to_its_runtime(tmp_path: Path) -> None:
     token = str(_token_file(tmp_path))
     agent = Agent("http://127.0.0.1:1", "t", agent_id="a", slots=[Slot(0, "cpu", "cpu")],
-                  work_dir=str(tmp_path / "work"), task_user="runner", hidden_paths=[token])
+                  work_dir=str(tmp_path / "work"), task_user="runner", hidden_paths=[token],
+                  runtime_mode="process")
     runtime = agent.runtime
     assert runtime._task_user == "runner"
     assert token in runtime._hidden

@@ -1,0 +1,96 @@
+"""Issue 29, end to end: a master whose embedded agent runs the Docker runtime (a private
+daemon, tests/_docker.py) trains an experiment whose config names an image, in a container of
+it; a config without one still runs as a process; what Docker could not run is refused at
+submit with a 400.
+
+The image is the registry-free skeleton (``det-skel:1``), with the host's /usr bound read-only
+through the config's own ``bind_mounts``, so the trial runs Debian's python3 (not the master's
+virtual environment) with the harness the agent binds in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests._docker import (
+    Engine,
+    docker_engine,  # noqa: F401 - the session fixture
+)
+from tests._master import ApiError, MasterProcess, create_experiment, wait_experiment
+from tests.integration._exp import COUNTER, counter_config, submit_counter, trial_log_text, trials
+
+pytestmark = pytest.mark.slow
+
+USR = [{"host_path": "/usr", "container_path": "/usr", "read_only": True}]
+
+
+@pytest.fixture(scope="module")
+def docker_master(docker_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:  # noqa: F811
+    m = MasterProcess(tmp_path_factory.mktemp("docker") / "master", slots=2,
+                      env={"DOCKER_HOST": docker_engine.host}, extra_args=["--runtime", "docker"]).start()
+    yield m
+    m.stop()
+
+
+def _in_image(engine: Engine, **hparams: object) -> str:
+    import yaml
+
+    cfg = yaml.safe_load(counter_config(whereami=True, **hparams))
+    cfg["environment"] = {"image": engine.image}
+    cfg["bind_mounts"] = USR
+    return yaml.safe_dump(cfg)
+
+
+def test_an_image_experiment_trains_in_a_container_and_restarts_from_its_checkpoint(
+        docker_master: MasterProcess, docker_engine: Engine) -> None:  # noqa: F811
+    client = docker_master.admin()
+    exp_id = create_experiment(client, _in_image(docker_engine, length=10, crash_at=7, crash_runs="1"),
+                               COUNTER)["experiment"]["id"]
+    assert wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180) == "STATE_COMPLETED"
+    (trial,) = trials(client, exp_id)
+    log = trial_log_text(client, trial["id"])
+    where = re.findall(r"WHEREAMI exe=(\S+) uid=(\d+) cwd=(\S+) harness=(\S+)", log)
+    assert len(where) == 2, log  # two runs: the crash and the restart
+    for exe, uid, cwd, harness in where:
+        assert cwd == "/run/determined/workdir" and int(uid) != 0, log
+        assert exe.startswith("/usr/bin/python3"), exe  # the image's (the host's /usr), not the master's venv
+        assert harness == "/run/determined/harness/det_harness", harness  # bound in by the agent
+    assert "WHEREAMI-STDERR" in log
+    assert "crashing at step 7" in log and "run 2 starting at step 5" in log
+    assert trial["restarts"] == 1 and trial["totalBatchesProcessed"] == 10
+    ckpts = client.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    assert [c["metadata"]["steps_completed"] for c in ckpts if c["state"] == "STATE_COMPLETED"][-1] == 10
+    # every container of the run is gone (removed once its exit was reported)
+    left = docker_engine.api().containers(all=True, filters={"label": "ai.det-jupyter.allocation"})
+    assert left == [], left
+
+
+def test_without_an_image_it_is_a_process(docker_master: MasterProcess) -> None:
+    client = docker_master.admin()
+    exp_id = submit_counter(client, length=3, whereami=True)
+    assert wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120) == "STATE_COMPLETED"
+    log = trial_log_text(client, trials(client, exp_id)[0]["id"])
+    (exe, harness) = re.findall(r"WHEREAMI exe=(\S+) .* harness=(\S+)", log)[0]
+    assert harness != "/run/determined/harness/det_harness" and not exe.startswith("/usr/bin/"), log
+
+
+@pytest.mark.parametrize(("patch", "words"), [
+    ({"environment": {"image": "x:1", "add_capabilities": ["SYS_WIZARD"]}}, "unknown capability"),
+    ({"bind_mounts": [{"host_path": "relative", "container_path": "/data"}]}, "absolute path"),
+    ({"resources": {"shm_size": "plenty"}}, "not a size"),
+])
+def test_what_docker_could_not_run_is_a_400(docker_master: MasterProcess, patch: dict, words: str,
+                                            tmp_path: Path) -> None:
+    import yaml
+
+    client = docker_master.admin()
+    cfg = {**yaml.safe_load(counter_config(length=1)), **patch}
+    before = client.get("/api/v1/experiments")["pagination"]["total"]
+    with pytest.raises(ApiError) as err:
+        create_experiment(client, yaml.safe_dump(cfg), COUNTER)
+    assert err.value.status == 400 and words in str(err.value), str(err.value)
+    assert client.get("/api/v1/experiments")["pagination"]["total"] == before
