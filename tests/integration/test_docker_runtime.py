@@ -76,10 +76,7 @@ def _spec(allocation_id: str, entrypoint: Any, image: str, **container: Any) -> 
         "env": {"DET_MASTER": "http://127.0.0.1:1", "DET_SESSION_TOKEN": "session-tok",
                 "DET_TASK_ID": "t-1"},
         "slot_ids": [0], "info_files": {"cluster.json": {"cluster_id": "c"}}, "mounts": [],
-        # add_/drop_capabilities given: wire.Container.from_wire (as of this writing) refuses
-        # them absent (its default is a tuple, which check.strings rejects)
-        "container": {"image": image, "bind_mounts": [USR], "add_capabilities": [],
-                      "drop_capabilities": [], **container},
+        "container": {"image": image, "bind_mounts": [USR], **container},
     }
     return TaskSpec.from_wire(raw).to_wire()
 
