@@ -22,8 +22,11 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from tests._master import MasterProcess
 
 SKELETON = "det-skel:1"
 START_TIMEOUT = 30.0
@@ -146,13 +149,7 @@ def private_daemon() -> Iterator[Engine]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session", name="docker_engine")
-def docker_engine_fixture() -> Iterator[Engine]:
-    """The session's private Docker daemon (see the module docstring)."""
-    with private_daemon() as engine:
-        yield engine
-
-
-#: The same fixture under its own name, for modules that import it as ``docker_engine`` (and
-#: silence ruff's F811 where a test takes it as a parameter).
-docker_engine = docker_engine_fixture
+def docker_master(engine: Engine, data_dir: Path, *, slots: int = 2) -> MasterProcess:
+    """A started master whose embedded agent runs the Docker runtime on ``engine``."""
+    return MasterProcess(data_dir, slots=slots, env={"DOCKER_HOST": engine.host},
+                         extra_args=["--runtime", "docker"]).start()

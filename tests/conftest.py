@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import _wheel
+from tests import _docker, _wheel
 from tests._master import MasterProcess
 
 PG_DSN = os.environ.get("DET_TEST_PG_DSN")
@@ -108,3 +108,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def wheel_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A fresh virtual environment with the wheel installed, and an environment without Node."""
     return _wheel.install(wheel, tmp_path_factory.mktemp("wheel-venv"))
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[_docker.Engine]:
+    """A private Docker daemon for the session, with the skeleton image (tests/_docker.py);
+    skips, saying why, where none can run."""
+    with _docker.private_daemon() as engine:
+        yield engine

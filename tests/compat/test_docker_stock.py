@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests._docker import (
-    Engine,
-    docker_engine,  # noqa: F401 - the session fixture
-)
+from tests import _docker
+from tests._docker import Engine
 from tests._master import MasterProcess, create_experiment
 
 from .fixtures import _flows as f
@@ -30,9 +28,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def docker_master(docker_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:  # noqa: F811
-    m = MasterProcess(tmp_path_factory.mktemp("docker-stock") / "master", slots=1,
-                      env={"DOCKER_HOST": docker_engine.host}, extra_args=["--runtime", "docker"]).start()
+def docker_master(docker_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
+    m = _docker.docker_master(docker_engine, tmp_path_factory.mktemp("docker-stock") / "master", slots=1)
     yield m
     m.stop()
 
@@ -47,7 +44,7 @@ def _mounts(python: str) -> list[dict]:
 
 
 def test_a_stock_trial_checkpoints_pauses_and_resumes_in_a_container(
-        det_env, docker_master: MasterProcess, docker_engine: Engine) -> None:  # noqa: F811
+        det_env, docker_master: MasterProcess, docker_engine: Engine) -> None:
     client = docker_master.admin()
     cfg = yaml.safe_load(f.steps_config(det_env.python, name="stock-in-docker", length=40,
                                         hparams={"sleep": 0.1, "every": 5}))

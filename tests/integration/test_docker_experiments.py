@@ -16,10 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests._docker import (
-    Engine,
-    docker_engine,  # noqa: F401 - the session fixture
-)
+from tests import _docker
+from tests._docker import Engine
 from tests._master import ApiError, MasterProcess, create_experiment, wait_experiment
 from tests.integration._exp import COUNTER, counter_config, submit_counter, trial_log_text, trials
 
@@ -29,9 +27,8 @@ USR = [{"host_path": "/usr", "container_path": "/usr", "read_only": True}]
 
 
 @pytest.fixture(scope="module")
-def docker_master(docker_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:  # noqa: F811
-    m = MasterProcess(tmp_path_factory.mktemp("docker") / "master", slots=2,
-                      env={"DOCKER_HOST": docker_engine.host}, extra_args=["--runtime", "docker"]).start()
+def docker_master(docker_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
+    m = _docker.docker_master(docker_engine, tmp_path_factory.mktemp("docker") / "master")
     yield m
     m.stop()
 
@@ -46,7 +43,7 @@ def _in_image(engine: Engine, **hparams: object) -> str:
 
 
 def test_an_image_experiment_trains_in_a_container_and_restarts_from_its_checkpoint(
-        docker_master: MasterProcess, docker_engine: Engine) -> None:  # noqa: F811
+        docker_master: MasterProcess, docker_engine: Engine) -> None:
     client = docker_master.admin()
     exp_id = create_experiment(client, _in_image(docker_engine, length=10, crash_at=7, crash_runs="1"),
                                COUNTER)["experiment"]["id"]

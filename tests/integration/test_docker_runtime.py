@@ -20,7 +20,7 @@ from det_agent import Slot
 from det_agent.runtime import DockerRuntime, MixedRuntime, ProcessRuntime, docker_probe
 from det_agent.runtime._docker import LABEL_AGENT, LABEL_ALLOCATION
 from det_agent.wire import TaskSpec
-from tests._docker import Engine, docker_engine_fixture  # noqa: F401 - the session fixture
+from tests._docker import Engine
 
 pytestmark = pytest.mark.slow
 
