@@ -186,6 +186,35 @@ export function metricNames(trials: any[]): string[] {
 }
 
 /** `{a: {b: 1}}` → `{"a.b": 1}`. */
+/** Points the curves of all trials may hold in all (the master thins each trial to its share). */
+const POINT_BUDGET = 40000;
+const IDS_PER_CALL = 500; // the time-series route's limit
+export const TERMINAL = new Set(['STATE_COMPLETED', 'STATE_CANCELED', 'STATE_ERROR', 'STATE_DELETED']);
+
+/**
+ * Each trial's points of `metric` (`GET /api/v1/trials/time-series`, downsampled by the master
+ * to the trials' share of POINT_BUDGET, at most 1,000 each), keyed by trial id.
+ */
+export async function trialSeries(api: DetApi, trials: any[], metric: string): Promise<Map<number, any[]>> {
+  const out = new Map<number, any[]>();
+  if (!trials.length) {
+    return out;
+  }
+  const perTrial = Math.max(20, Math.min(1000, Math.floor(POINT_BUDGET / trials.length)));
+  for (let i = 0; i < trials.length; i += IDS_PER_CALL) {
+    const q = new URLSearchParams({ maxDatapoints: String(perTrial) });
+    q.append('metricIds', metric);
+    for (const t of trials.slice(i, i + IDS_PER_CALL)) {
+      q.append('trialIds', String(t.id));
+    }
+    const body = await api.get(`api/v1/trials/time-series?${q}`);
+    for (const entry of body.trials ?? []) {
+      out.set(Number(entry.trial?.id), (entry.metrics ?? []).flatMap((m: any) => m.data ?? []));
+    }
+  }
+  return out;
+}
+
 export function flatten(value: Record<string, unknown>, prefix = ''): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value ?? {})) {

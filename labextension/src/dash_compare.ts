@@ -7,11 +7,8 @@
 
 import { DetApi } from './api';
 import { Chart, IPanel } from './charts';
-import { IColumn, INavigator, DashPanel, flatten, h, hpText, metricNames, num, select, state, table } from './dash_common';
+import { IColumn, INavigator, DashPanel, flatten, h, hpText, metricNames, num, select, state, table, TERMINAL, trialSeries } from './dash_common';
 
-const TERMINAL = new Set(['STATE_COMPLETED', 'STATE_CANCELED', 'STATE_ERROR', 'STATE_DELETED']);
-const POINT_BUDGET = 40000;
-const IDS_PER_CALL = 500; // the time-series route's limit
 
 /** The panel's id for a set of experiments (what a reload restores it from). */
 export function compareId(ids: number[]): string {
@@ -47,7 +44,7 @@ export class ComparePanel extends DashPanel {
       const first = `validation.${experiments[0]?.exp.config?.searcher?.metric ?? ''}`;
       this._metric = names.includes(first) ? first : names[0] ?? '';
     }
-    const series = this._metric ? await this._series(trials, this._metric) : new Map<number, any[]>();
+    const series = this._metric ? await trialSeries(this.api, trials, this._metric) : new Map<number, any[]>();
     return { experiments, names, series };
   }
 
@@ -99,26 +96,6 @@ export class ComparePanel extends DashPanel {
     ];
     this._table.replaceChildren(table(columns, experiments, e => this.nav.experiment(Number(e.exp.id)),
       e => String(e.exp.id)));
-  }
-
-  private async _series(trials: any[], metric: string): Promise<Map<number, any[]>> {
-    const out = new Map<number, any[]>();
-    if (!trials.length) {
-      return out;
-    }
-    const perTrial = Math.max(20, Math.min(1000, Math.floor(POINT_BUDGET / trials.length)));
-    for (let i = 0; i < trials.length; i += IDS_PER_CALL) {
-      const q = new URLSearchParams({ maxDatapoints: String(perTrial) });
-      q.append('metricIds', metric);
-      for (const t of trials.slice(i, i + IDS_PER_CALL)) {
-        q.append('trialIds', String(t.id));
-      }
-      const body = await this.api.get(`api/v1/trials/time-series?${q}`);
-      for (const entry of body.trials ?? []) {
-        out.set(Number(entry.trial?.id), (entry.metrics ?? []).flatMap((m: any) => m.data ?? []));
-      }
-    }
-    return out;
   }
 
   dispose(): void {

@@ -10,14 +10,10 @@
 
 import { DetApi } from './api';
 import { Chart, ICoords, IContour, IPanel, smooth } from './charts';
-import { IColumn, INavigator, DashPanel, button, flatten, h, hpText, metricNames, num, select, state, table } from './dash_common';
+import { IColumn, INavigator, DashPanel, button, flatten, h, hpText, metricNames, num, select, state, table, TERMINAL, trialSeries } from './dash_common';
 import { launchTask } from './dash_experiments';
 import { crashReason, trialLogs } from './dash_trial';
 
-const TERMINAL = new Set(['STATE_COMPLETED', 'STATE_CANCELED', 'STATE_ERROR', 'STATE_DELETED']);
-/** Points the curves of all trials may hold in all (the master thins each trial to its share). */
-const POINT_BUDGET = 40000;
-const IDS_PER_CALL = 500; // the time-series route's limit
 
 export class ExperimentPanel extends DashPanel {
   constructor(api: DetApi, nav: INavigator, readonly experimentId: number) {
@@ -61,7 +57,7 @@ export class ExperimentPanel extends DashPanel {
     // The rungs (ASHA only) come while the curves load.
     const rungsReply = exp.config?.searcher?.name === 'adaptive_asha'
       ? this.api.getOptional(`api/v1/experiments/${this.experimentId}/asha-rungs`) : Promise.resolve(null);
-    const series = this._metric ? await this._series(trials, this._metric) : new Map();
+    const series = this._metric ? await trialSeries(this.api, trials, this._metric) : new Map();
     const rungs: any[] = (await rungsReply)?.rungs ?? [];
     for (const t of trials) {
       if (t.state === 'STATE_ERROR' && !this._crashReasons.has(t.id)) {
@@ -174,27 +170,6 @@ export class ExperimentPanel extends DashPanel {
       }, { 'data-det': 'x' })),
       h('label', {}, 'smoothing ', slider)
     );
-  }
-
-  private async _series(trials: any[], metric: string): Promise<Map<number, any[]>> {
-    const out = new Map<number, any[]>();
-    if (!trials.length) {
-      return out;
-    }
-    const perTrial = Math.max(20, Math.min(1000, Math.floor(POINT_BUDGET / trials.length)));
-    for (let i = 0; i < trials.length; i += IDS_PER_CALL) {
-      const q = new URLSearchParams({ maxDatapoints: String(perTrial) });
-      q.append('metricIds', metric);
-      for (const t of trials.slice(i, i + IDS_PER_CALL)) {
-        q.append('trialIds', String(t.id));
-      }
-      const body = await this.api.get(`api/v1/trials/time-series?${q}`);
-      for (const entry of body.trials ?? []) {
-        const data = (entry.metrics ?? []).flatMap((m: any) => m.data ?? []);
-        out.set(Number(entry.trial?.id), data);
-      }
-    }
-    return out;
   }
 
   private async _drawCurves(series: Map<number, any[]>, trials: any[]): Promise<void> {

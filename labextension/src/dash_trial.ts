@@ -6,9 +6,8 @@
 
 import { DetApi } from './api';
 import { Chart, IPanel } from './charts';
-import { IColumn, INavigator, DashPanel, button, h, metricNames, num, present, select, state, table, when } from './dash_common';
+import { IColumn, INavigator, DashPanel, button, h, metricNames, num, present, select, state, table, when, TERMINAL } from './dash_common';
 
-const TERMINAL = new Set(['STATE_COMPLETED', 'STATE_CANCELED', 'STATE_ERROR', 'STATE_DELETED']);
 const LEVELS: [string, string][] = [
   ['', 'any level'], ['LOG_LEVEL_DEBUG', 'debug'], ['LOG_LEVEL_INFO', 'info'], ['LOG_LEVEL_WARNING', 'warning'],
   ['LOG_LEVEL_ERROR', 'error'], ['LOG_LEVEL_CRITICAL', 'critical']
