@@ -43,7 +43,7 @@ from ._isolation import (
 )
 from ._launch import build_env, harness_dir
 from ._logs import LineSplitter, LogBatcher
-from ._process import _create_mount_sources
+from ._process import create_mount_sources
 from ._taskdir import (
     ContextCache,
     LaunchError,
@@ -240,7 +240,7 @@ class DockerRuntime(Runtime):
             if spec.get("task_type") == "TRIAL":
                 await asyncio.to_thread(snapshot_model_dir, taskdir)
             os.makedirs(os.path.join(taskdir.run, "harness", "det_harness"), exist_ok=True)
-            await asyncio.to_thread(_create_mount_sources, list(spec.get("mounts") or []), ident)
+            await asyncio.to_thread(create_mount_sources, list(spec.get("mounts") or []), ident)
             await asyncio.to_thread(hand_over, taskdir, ident.uid, ident.gid)
             await self._ensure_image(spec["container"], batcher, task)
             if task.killed:

@@ -94,7 +94,7 @@ def _interpreter_paths(python_bin: str | None = None) -> list[str]:
     return sorted(os.path.realpath(p) for p in paths)
 
 
-def _create_mount_sources(mounts: list[dict[str, Any]], ident: Identity) -> None:
+def create_mount_sources(mounts: list[dict[str, Any]], ident: Identity) -> None:
     """Make each missing host_path of a mount marked ``create`` (a notebook's working
     directory), private to and owned by the task's account; existing ones stay as they are."""
     for m in mounts:
@@ -241,7 +241,7 @@ class ProcessRuntime(Runtime):
             mounts = list(spec.get("mounts") or [])
             steps: list[tuple[str, ...]] = []
             if isolated:
-                await asyncio.to_thread(_create_mount_sources, mounts, ident)
+                await asyncio.to_thread(create_mount_sources, mounts, ident)
                 self._make_mountpoints(mounts)
                 steps = mount_plan(
                     run_dir=taskdir.run, work_dir=taskdir.work, mounts=mounts,

@@ -21,6 +21,7 @@ from det_agent.runtime import DockerRuntime, MixedRuntime, ProcessRuntime, docke
 from det_agent.runtime._docker import LABEL_AGENT, LABEL_ALLOCATION
 from det_agent.wire import TaskSpec
 from tests._docker import Engine
+from tests.integration.agent import agent_it_helpers
 
 pytestmark = pytest.mark.slow
 
@@ -29,43 +30,11 @@ AGENT = "dk-agent"
 USR = {"host_path": "/usr", "container_path": "/usr", "read_only": True}
 
 
-class Recorder:
-    """Collects a runtime's callbacks; checks that no log follows the exit."""
+class Recorder(agent_it_helpers.Recorder):
+    """The agent tests' recorder, with waits long enough for a container."""
 
     def __init__(self) -> None:
-        self.lines: dict[str, list] = {}
-        self.exits: dict[str, tuple[int, str | None]] = {}
-        self._changed = asyncio.Event()
-
-    def on_log(self, allocation_id: str, lines: list) -> None:
-        assert allocation_id not in self.exits, "log after exit"
-        self.lines.setdefault(allocation_id, []).extend(lines)
-        self._changed.set()
-
-    def on_exit(self, allocation_id: str, exit_code: int, reason: str | None) -> None:
-        assert allocation_id not in self.exits, "exit reported twice"
-        self.exits[allocation_id] = (exit_code, reason)
-        self._changed.set()
-
-    def text(self, allocation_id: str, stdtype: str | None = None) -> list[str]:
-        return [ln.log for ln in self.lines.get(allocation_id, [])
-                if stdtype is None or ln.stdtype == stdtype]
-
-    async def wait_for(self, predicate, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            self._changed.clear()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"timed out; lines={self.lines} exits={self.exits}")
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except asyncio.TimeoutError:
-                pass
-
-    async def wait_exit(self, allocation_id: str, timeout: float = 30.0) -> tuple[int, str | None]:
-        await self.wait_for(lambda: allocation_id in self.exits, timeout)
-        return self.exits[allocation_id]
+        super().__init__(timeout=30.0)
 
 
 def _spec(allocation_id: str, entrypoint: Any, image: str, **container: Any) -> dict[str, Any]:

@@ -16,9 +16,11 @@ NO_ISOLATION_REASON = (
 
 
 class Recorder:
-    """Collects a runtime's callbacks for one or more allocations."""
+    """Collects a runtime's callbacks for one or more allocations; ``timeout``: how long the
+    waits wait by default (seconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float = 10.0) -> None:
+        self.timeout = timeout
         self.lines: dict[str, list] = {}
         self.exits: dict[str, tuple[int, str | None]] = {}
         self.events: list[tuple[str, str]] = []
@@ -43,8 +45,8 @@ class Recorder:
             if stdtype is None or line.stdtype == stdtype
         ]
 
-    async def wait_for(self, predicate, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
+    async def wait_for(self, predicate, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while not predicate():
             self._changed.clear()
             left = deadline - time.monotonic()
@@ -55,7 +57,7 @@ class Recorder:
             except asyncio.TimeoutError:
                 pass
 
-    async def wait_exit(self, allocation_id: str, timeout: float = 10.0) -> tuple[int, str | None]:
+    async def wait_exit(self, allocation_id: str, timeout: float | None = None) -> tuple[int, str | None]:
         await self.wait_for(lambda: allocation_id in self.exits, timeout)
         return self.exits[allocation_id]
 
