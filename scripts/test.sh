@@ -71,5 +71,12 @@ echo "== mypy --strict: ${MYPY_STRICT[*]}"
 echo "== mypy baseline: no file gains errors (mypy-baseline.json; scripts/mypy_baseline.py)"
 .venv/bin/python scripts/mypy_baseline.py
 
-echo "== pytest"
-exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
+# Two workers (pytest-xdist): most tests wait on masters, agents and browsers rather than
+# compute, so a 2-core machine runs two at once in a little over half the time. A module, and
+# the tests sharing a session resource (the wheel, the Docker daemon), stay on one worker
+# (tests/conftest.py). DET_TEST_WORKERS=0 runs them all in this process.
+WORKERS=${DET_TEST_WORKERS:-2}
+XDIST=()
+[ "$WORKERS" != 0 ] && XDIST=(-n "$WORKERS" --dist loadgroup)
+echo "== pytest (${WORKERS} workers)"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=40 "${XDIST[@]}" "$@"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,40 @@ from tests import _docker, _wheel
 from tests._master import MasterProcess
 
 PG_DSN = os.environ.get("DET_TEST_PG_DSN")
+#: Under pytest-xdist (scripts/test.sh runs two workers), the tests that share a session-wide
+#: resource run on one worker, so it is made once: the wheel and its venv, the private Docker
+#: daemon. Every other module is a group of its own (its module fixtures are made once).
+_SHARED_GROUPS = {"wheel": "wheel", "wheel_env": "wheel", "docker_engine": "docker"}
+
 PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)"
 _CREATED: list[str] = []  # databases fresh_pg_database made in this session
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test an ``xdist_group`` (read by ``--dist loadgroup``): its shared
+    session resource's, else its module's."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    for item in items:
+        group = next((g for f, g in _SHARED_GROUPS.items() if f in getattr(item, "fixturenames", ())),
+                     item.nodeid.split("::", 1)[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """(xdist controller) Tell the workers when the run began, for session-wide cleanups
+    that must not remove what another worker already wrote (tests/browser's screenshots)."""
+    node.workerinput["det_run_started"] = RUN_STARTED  # type: ignore[attr-defined]
+
+
+RUN_STARTED = time.time()
+
+
+def run_started(config: pytest.Config) -> float:
+    """When this run began: the controller's start under xdist, else this process's."""
+    return float(getattr(config, "workerinput", {}).get("det_run_started", RUN_STARTED))
 
 
 def fresh_pg_database() -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests._master import REPO, MasterProcess
+from tests.conftest import run_started
 
 CHROMIUM = os.environ.get("DET_TEST_CHROMIUM", "/usr/bin/chromium")
 BUILT = REPO / "det_jupyter" / "labextension"
@@ -48,11 +48,14 @@ SKIP_REASON = _missing()  # modules here skip with it: `pytest.skip(SKIP_REASON,
 
 
 @pytest.fixture(scope="session")
-def artifacts() -> Path:
-    """The screenshot folder, emptied once per session: no stale screenshot passes for this
-    run's."""
-    shutil.rmtree(ARTIFACTS, ignore_errors=True)
-    ARTIFACTS.mkdir()
+def artifacts(pytestconfig: pytest.Config) -> Path:
+    """The screenshot folder, with every screenshot older than this run removed: no stale
+    screenshot passes for this run's (and, under xdist, no worker removes another's)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    started = run_started(pytestconfig)
+    for old in ARTIFACTS.iterdir():
+        if old.is_file() and old.stat().st_mtime < started:
+            old.unlink()
     return ARTIFACTS
 
 
