@@ -55,6 +55,9 @@ class AgentHandle:
     #: The agent said it is stopping (``leaving``): nothing is placed on it, its tasks are
     #: preempted, their exits are preemptions, and it is forgotten as soon as it disconnects.
     leaving: bool = False
+    #: What it offers beyond slots (the scheduler's agent features): ``docker`` when it runs
+    #: tasks with an image in containers (its hello's ``containers``).
+    features: frozenset[str] = frozenset()
 
     def taken(self) -> set[int]:
         return {s for ids in self.used.values() for s in ids}
@@ -127,7 +130,8 @@ class AgentRM:
         handle = AgentHandle(agent_id, pool, slots, send,
                              address=hello.address or "127.0.0.1",
                              registered_at=known.registered_at if known else self._clock.now(),
-                             version=hello.version)
+                             version=hello.version,
+                             features=frozenset({"docker"}) if hello.containers == "docker" else frozenset())
         live = self._allocs.live_on(agent_id)
         running = set(hello.running)
         for alloc_id in running - set(live):
@@ -330,6 +334,7 @@ class AgentRM:
             agents.append(scheduler.AgentSlots(
                 a.agent_id, a.resource_pool, tuple(s for s in usable if s not in taken),
                 len(usable), enabled=a.agent_id not in self.disabled and not a.leaving,
+                features=a.features,
             ))
         return scheduler.Snapshot(tuple(pending), tuple(agents), tuple(running))
 

@@ -107,10 +107,10 @@ def schedule_fair_share(
 
 def _feasible(state: PoolState, queue: list[Request]) -> list[Request]:
     """The requests the pool could ever run (asked once per size: a queue has few)."""
-    known: dict[tuple[int, int | None], bool] = {}
+    known: dict[tuple[int, int | None, frozenset[str]], bool] = {}
     out = []
     for req in queue:
-        key = (req.slots, req.max_slots)
+        key = (req.slots, req.max_slots, req.requires)
         ok = known.get(key)
         if ok is None:
             ok = known[key] = state.feasible(req)

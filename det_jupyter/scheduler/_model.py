@@ -50,7 +50,8 @@ class Request(_Owned):
     preempted allocation is queued again, so it resumes in its old place. ``job_id`` groups
     the allocations of one experiment ("" = the allocation is a job of its own); ``weight``
     and ``max_slots`` are the job's. A ``preemptible`` request (a trial) may be backfilled
-    where a non-preemptible one (a notebook, a command) must wait.
+    where a non-preemptible one (a notebook, a command) must wait. ``requires`` names the
+    agent features it needs (``"docker"``: a task with its own image), every one of them.
     """
 
     allocation_id: str
@@ -62,6 +63,7 @@ class Request(_Owned):
     weight: float = 1.0
     preemptible: bool = False
     max_slots: int | None = None
+    requires: frozenset[str] = frozenset()
     job: str = field(default="", init=False, repr=False, compare=False)
     pool: str = field(default="", init=False, repr=False, compare=False)
 
@@ -105,7 +107,9 @@ class Running(_Owned):
 class AgentSlots:
     """One agent: the pool it serves, its free slot ids, and whether it takes new work.
 
-    A disabled (draining) agent keeps running what it runs but gets nothing new.
+    A disabled (draining) agent keeps running what it runs but gets nothing new. ``features``
+    are what it offers beyond slots (``"docker"``: it runs containers); a request is placed
+    only where every feature it requires is offered.
     """
 
     agent_id: str
@@ -113,6 +117,7 @@ class AgentSlots:
     free: tuple[int, ...]
     total: int
     enabled: bool = True
+    features: frozenset[str] = frozenset()
     pool: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

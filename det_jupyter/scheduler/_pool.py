@@ -35,6 +35,9 @@ class PoolState:
         self.totals = {a.agent_id: a.total for a in enabled}
         self._capacity = sum(self.totals.values())
         self._largest = max(self.totals.values(), default=0)
+        self.features = {a.agent_id: a.features for a in enabled}
+        # Per set of required features: the agents offering them, their slots, the largest.
+        self._eligible: dict[frozenset[str], tuple[frozenset[str], int, int]] = {}
         self.free: dict[str, set[int]] = {a.agent_id: set(a.free) for a in enabled}
         self.free_total = sum(len(ids) for ids in self.free.values())  # kept by _take
         self.releasing: dict[str, set[int]] = {a.agent_id: set() for a in enabled}
@@ -68,9 +71,21 @@ class PoolState:
     def largest_agent(self) -> int:
         return self._largest
 
-    def spans(self, slots: int) -> bool:
-        """A gang spans agents only when no single agent of the pool could ever hold it."""
-        return self.span_allowed and slots > self.largest_agent
+    def eligible(self, requires: frozenset[str]) -> tuple[frozenset[str], int, int]:
+        """The enabled agents offering every feature in ``requires``, their slots, and the
+        largest one's."""
+        known = self._eligible.get(requires)
+        if known is None:
+            ids = frozenset(a for a, offered in self.features.items() if requires <= offered)
+            known = (ids, sum(self.totals[a] for a in ids), max((self.totals[a] for a in ids), default=0))
+            self._eligible[requires] = known
+        return known
+
+    def spans(self, slots: int, requires: frozenset[str] = frozenset()) -> bool:
+        """A gang spans agents only when no single agent of the pool (that offers what it
+        requires) could ever hold it."""
+        largest = self.eligible(requires)[2] if requires else self.largest_agent
+        return self.span_allowed and slots > largest
 
     def feasible(self, req: Request) -> bool:
         """Could this request run at all, were the pool empty? If not it never blocks others."""
@@ -78,7 +93,13 @@ class PoolState:
             return False
         if req.max_slots is not None and req.slots > req.max_slots:
             return False
-        limit = self.capacity if self.spans(req.slots) else self.largest_agent
+        if req.requires:
+            ids, capacity, largest = self.eligible(req.requires)
+            if not ids:
+                return False
+        else:
+            capacity, largest = self.capacity, self.largest_agent
+        limit = capacity if self.spans(req.slots, req.requires) else largest
         return req.slots <= limit
 
     def under_max(self, req: Request) -> bool:
@@ -87,16 +108,25 @@ class PoolState:
 
     def usable_agents(self, req: Request) -> set[str]:
         """The agents whose slots this request could ever use."""
-        if self.spans(req.slots):
-            return set(self.totals)
-        return {a for a, total in self.totals.items() if total >= req.slots}
+        agents = self.eligible(req.requires)[0] if req.requires else self.totals
+        if self.spans(req.slots, req.requires):
+            return set(agents)
+        return {a for a in agents if self.totals[a] >= req.slots}
+
+    def _allowed(self, req: Request, agents: Collection[str] | None) -> Collection[str] | None:
+        """``agents`` (None: all) narrowed to those offering what ``req`` requires."""
+        if not req.requires:
+            return agents
+        ids = self.eligible(req.requires)[0]
+        return ids if agents is None else ids.intersection(agents)
 
     # -- placing -------------------------------------------------------------------------
 
     def place(self, req: Request, agents: Collection[str] | None = None) -> bool:
         """Assign the request to free slots now (on ``agents`` only, if given)."""
+        agents = self._allowed(req, agents)
         if req.slots == 0:
-            return self._place_zero(req)
+            return self._place_zero(req, agents)
         if req.slots > self.free_total:
             return False  # cheap: a full pool is the common case behind a long queue
         placement = self._fit(req, self._view(agents))
@@ -123,7 +153,7 @@ class PoolState:
         when room is reserved; False leaves the state as it was (nothing is preempted for a
         request that would not fit anyway).
         """
-        view = self._view(agents, releasing=True)
+        view = self._view(self._allowed(req, agents), releasing=True)
         placement = self._fit(req, view)
         chosen: list[Running] = []
         if placement is None:
@@ -142,7 +172,8 @@ class PoolState:
     # -- internals -----------------------------------------------------------------------
 
     def _fit(self, req: Request, view: dict[str, list[int]]) -> tuple[Placement, ...] | None:
-        return fit(req.slots, view, self.totals, fitting=self.fitting, span=self.spans(req.slots))
+        return fit(req.slots, view, self.totals, fitting=self.fitting,
+                   span=self.spans(req.slots, req.requires))
 
     def _view(
         self, agents: Collection[str] | None, releasing: bool = False
@@ -202,11 +233,12 @@ class PoolState:
             self.free_total -= before - len(self.free[agent])
             self.releasing[agent].difference_update(slot_ids)
 
-    def _place_zero(self, req: Request) -> bool:
+    def _place_zero(self, req: Request, agents: Collection[str] | None = None) -> bool:
         """Zero-slot tasks need an agent of their pool but no slots; spread them out."""
-        if not self.totals:
+        ids = self.totals if agents is None else [a for a in agents if a in self.totals]
+        if not ids:
             return False
-        agent = min(self.totals, key=lambda a: (self.zero_tasks[a], a))
+        agent = min(ids, key=lambda a: (self.zero_tasks[a], a))
         self.zero_tasks[agent] += 1
         self.assignments[req.allocation_id] = (Placement(agent, ()),)
         return True

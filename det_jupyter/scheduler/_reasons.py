@@ -23,6 +23,8 @@ def wait_reason(
     state = PoolState(request.pool, snapshot, span=span_agents)
     if not state.totals:
         return _no_agent(snapshot, request.pool)
+    if request.requires and not state.eligible(request.requires)[0]:
+        return _no_feature(state, request)
     if request.slots == 0:
         return NEXT_PASS
     if request.max_slots is not None and request.slots > request.max_slots:
@@ -65,7 +67,31 @@ def _no_agent(snapshot: Snapshot, pool: str) -> str:
     return f"waiting for an agent to join pool {pool}"
 
 
+#: What an agent feature means, for the sentences that say none offers it.
+FEATURE_WORDS = {"docker": "a Docker engine"}
+FEATURE_WHY = {"docker": "its config sets environment.image; start an agent on a host with Docker, "
+                         "or remove the image to run as a process"}
+
+
+def _features(request: Request) -> str:
+    return " and ".join(FEATURE_WORDS.get(f, f"the feature {f!r}") for f in sorted(request.requires))
+
+
+def _no_feature(state: PoolState, request: Request) -> str:
+    n = len(state.totals)
+    why = "; ".join(FEATURE_WHY[f] for f in sorted(request.requires) if f in FEATURE_WHY)
+    return (f"needs an agent with {_features(request)}, and none of the "
+            f"{_count(n, 'enabled agent')} of pool {state.pool} has one" + (f" ({why})" if why else ""))
+
+
 def _too_large(snapshot: Snapshot, state: PoolState, request: Request) -> str:
+    if request.requires:
+        ids, capacity, biggest = state.eligible(request.requires)
+        if not state.spans(request.slots, request.requires):
+            return (f"needs {request.slots} slots on one agent with {_features(request)}, but the "
+                    f"largest such agent of pool {state.pool} has {biggest}")
+        return (f"needs {request.slots} slots on agents with {_features(request)}, but pool "
+                f"{state.pool} has {capacity} on its {_count(len(ids), 'such agent')}")
     if not state.span_allowed:
         return (
             f"needs {request.slots} slots on one agent but the largest agent of pool "
@@ -94,21 +120,23 @@ def _behind(request: Request, ahead: list[Request]) -> str:
 
 
 def _free_slots(state: PoolState, request: Request) -> str:
-    free = {agent: len(ids) for agent, ids in state.free.items()}
+    agents = state.eligible(request.requires)[0] if request.requires else state.free
+    free = {agent: len(state.free[agent]) for agent in agents}
     total = sum(free.values())
-    releasing = sum(len(ids) for ids in state.releasing.values())
+    releasing = sum(len(state.releasing[agent]) for agent in agents)
+    where = f"pool {state.pool}" + (f"'s agents with {_features(request)}" if request.requires else "")
     if total < request.slots and releasing:
         return (
-            f"waiting for {request.slots} free slots; {total} are free in pool {state.pool} "
+            f"waiting for {request.slots} free slots; {total} are free in {where} "
             f"and {releasing} more are being released by preempted allocations"
         )
     if total < request.slots:
-        return f"waiting for {request.slots} free slots; {total} are free in pool {state.pool}"
+        return f"waiting for {request.slots} free slots; {total} are free in {where}"
     most = max(free.values(), default=0)
-    if not state.spans(request.slots) and most < request.slots:
+    if not state.spans(request.slots, request.requires) and most < request.slots:
         return (
-            f"waiting for {request.slots} free slots on one agent; {total} are free in pool "
-            f"{state.pool} but at most {most} on one agent"
+            f"waiting for {request.slots} free slots on one agent; {total} are free in "
+            f"{where} but at most {most} on one agent"
         )
     return NEXT_PASS
 

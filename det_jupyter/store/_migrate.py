@@ -262,6 +262,12 @@ def _v16_log_retention(conn: sa.Connection) -> None:
         conn.execute(sa.text("ALTER TABLE trials ADD COLUMN log_retention_days INTEGER"))
 
 
+def _v17_allocation_requires(conn: sa.Connection) -> None:
+    """allocations.requires (an image task is placed only on agents that run containers)."""
+    if "requires" not in {c["name"] for c in sa.inspect(conn).get_columns("allocations")}:
+        conn.execute(sa.text("ALTER TABLE allocations ADD COLUMN requires VARCHAR(255)"))
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -279,6 +285,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (14, _v14_trial_source_infos),
     (15, _v15_pools_and_policies),
     (16, _v16_log_retention),
+    (17, _v17_allocation_requires),
 ]
 
 

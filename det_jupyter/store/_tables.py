@@ -230,6 +230,9 @@ allocations = sa.Table(
     # ([[agent_id, [slot ids]], ...], chief first; agent_id/slot_ids repeat the chief's).
     sa.Column("job_id", sa.String(64)),
     sa.Column("placement", JSON),
+    # Migration 17: the agent features it needs, comma-separated ("docker": a task with an
+    # image of its own); NULL: none.
+    sa.Column("requires", sa.String(255)),
     sa.Index("ix_allocations_state", "state"),
 )
 

@@ -32,7 +32,7 @@ _INSERT = sa.insert(t.allocations).values(
     allocation_id=_P("allocation_id"), task_id=_P("task_id"), trial_id=_P("trial_id"),
     state=PENDING, slots=_P("slots"), priority=_P("priority"),
     resource_pool=_P("resource_pool"), job_id=_P("job_id"), submitted_at=_P("submitted_at"),
-    preempt_requested=False, acked_preemption=False, run_id=0,
+    preempt_requested=False, acked_preemption=False, run_id=0, requires=_P("requires"),
 )
 _JOB = sa.select(t.jobs.c.priority, t.jobs.c.weight, t.jobs.c.max_slots, t.jobs.c.queue_position).where(
     t.jobs.c.job_id == _P("job_id"))
@@ -76,7 +76,7 @@ _VIEW_ROWS = (
         t.allocations.c.allocation_id, t.allocations.c.state, t.allocations.c.slots, t.allocations.c.priority,
         t.allocations.c.resource_pool, t.allocations.c.submitted_at, t.allocations.c.job_id,
         t.allocations.c.trial_id, t.allocations.c.agent_id, t.allocations.c.slot_ids,
-        t.allocations.c.placement, t.allocations.c.preempt_requested,
+        t.allocations.c.placement, t.allocations.c.preempt_requested, t.allocations.c.requires,
         t.jobs.c.priority.label("job_priority"), t.jobs.c.weight, t.jobs.c.max_slots, t.jobs.c.queue_position,
     )
     .select_from(t.allocations.outerjoin(t.jobs, t.jobs.c.job_id == t.allocations.c.job_id))
@@ -97,12 +97,13 @@ def count_of_task(conn: sa.Connection, task_id: str) -> int:
 def insert_pending(
     conn: sa.Connection, *, allocation_id: str, task_id: str, trial_id: int | None, slots: int,
     priority: int, resource_pool: str, job_id: str | None, submitted_at: float,
+    requires: frozenset[str] = frozenset(),
 ) -> None:
-    """Store a PENDING allocation."""
+    """Store a PENDING allocation (``requires``: the agent features it needs)."""
     conn.execute(_INSERT, {
         "allocation_id": allocation_id, "task_id": task_id, "trial_id": trial_id,
         "slots": slots, "priority": priority, "resource_pool": resource_pool, "job_id": job_id,
-        "submitted_at": submitted_at,
+        "submitted_at": submitted_at, "requires": ",".join(sorted(requires)) or None,
     })
 
 

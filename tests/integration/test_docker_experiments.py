@@ -10,7 +10,10 @@ virtual environment) with the harness the agent binds in.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +21,7 @@ import pytest
 
 from tests import _docker
 from tests._docker import Engine
-from tests._master import ApiError, MasterProcess, create_experiment, wait_experiment
+from tests._master import ApiError, MasterProcess, create_experiment, wait_experiment, wait_for
 from tests.integration._exp import COUNTER, counter_config, submit_counter, trial_log_text, trials
 
 pytestmark = pytest.mark.slow
@@ -91,3 +94,52 @@ def test_what_docker_could_not_run_is_a_400(docker_master: MasterProcess, patch:
         create_experiment(client, yaml.safe_dump(cfg), COUNTER)
     assert err.value.status == 400 and words in str(err.value), str(err.value)
     assert client.get("/api/v1/experiments")["pagination"]["total"] == before
+
+
+def _job_of(client: object, exp_id: int) -> dict:
+    exp = client.get(f"/api/v1/experiments/{exp_id}")["experiment"]  # type: ignore[attr-defined]
+    jobs = client.get("/api/v1/job-queues-v2")["jobs"]  # type: ignore[attr-defined]
+    return next(j["full"] for j in jobs if j["full"]["jobId"] == exp["jobId"])
+
+
+def test_an_image_task_waits_for_an_agent_with_docker_and_says_why(
+        docker_engine: Engine, tmp_path: Path) -> None:
+    """Placement: with only a process agent in the pool, an image experiment queues with a
+    wait reason naming the missing Docker engine (while a process experiment runs there); an
+    agent with Docker joining runs it, in a container."""
+    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
+    procs = []
+    try:
+        token = (master.data_dir / "agent_token").read_text().strip()
+
+        def agent(agent_id: str, runtime: str, env: dict[str, str]) -> subprocess.Popen:
+            log = open(tmp_path / f"{agent_id}.log", "ab")  # noqa: SIM115 - the child holds it
+            return subprocess.Popen(
+                [sys.executable, "-m", "det_agent", "--master", master.url, f"--token={token}",
+                 "--id", agent_id, "--slots", "1", "--work-dir", str(tmp_path / agent_id),
+                 "--runtime", runtime], env={**os.environ, **env},
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+        client = master.admin()
+        procs.append(agent("plain", "process", {}))
+        wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 1, what="the process agent")
+        img = create_experiment(client, _in_image(docker_engine, length=2), COUNTER)["experiment"]["id"]
+        reason = wait_for(lambda: _job_of(client, img).get("waitReason"), what="a wait reason")
+        assert reason == (
+            "needs an agent with a Docker engine, and none of the 1 enabled agent of pool default "
+            "has one (its config sets environment.image; start an agent on a host with Docker, "
+            "or remove the image to run as a process)"), reason
+        proc_exp = submit_counter(client, length=2)  # the slot it cannot use is not held for it
+        assert wait_experiment(client, proc_exp, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120) == "STATE_COMPLETED"
+        assert client.get(f"/api/v1/experiments/{img}")["experiment"]["state"] == "STATE_QUEUED"
+
+        procs.append(agent("dock", "docker", {"DOCKER_HOST": docker_engine.host}))
+        assert wait_experiment(client, img, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180) == "STATE_COMPLETED"
+        log = trial_log_text(client, trials(client, img)[0]["id"])
+        assert "harness=/run/determined/harness/det_harness" in log, log
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+        master.stop()

@@ -13,8 +13,13 @@ def as_request(r: Any) -> scheduler.Request:
         r.allocation_id, r.slots, r.job_priority if r.job_priority is not None else r.priority,
         r.queue_position if r.queue_position is not None else r.submitted_at, r.resource_pool,
         job_id=r.job_id or "", weight=r.weight or 1.0, preemptible=r.trial_id is not None,
-        max_slots=r.max_slots,
+        max_slots=r.max_slots, requires=requires_of(r.requires),
     )
+
+
+def requires_of(stored: str | None) -> frozenset[str]:
+    """The agent features an allocation row's ``requires`` column names."""
+    return frozenset(stored.split(",")) if stored else frozenset()
 
 
 def as_running(r: Any) -> scheduler.Running:

@@ -119,15 +119,17 @@ class AllocationService:
         resource_pool: str,
         job_id: str | None = None,
         before: int | None = None,
+        requires: frozenset[str] = frozenset(),
     ) -> str:
         """Insert a PENDING allocation for ``task_id`` inside the caller's transaction
-        (``before``: how many the task had, where the caller knows)."""
+        (``before``: how many the task had, where the caller knows; ``requires``: the agent
+        features it needs, e.g. ``docker`` for a task with an image)."""
         n = before if before is not None else store.count_of_task(conn, task_id)
         allocation_id = f"{task_id}.{n + 1}"
         now = self._clock.now()
         store.insert_pending(conn, allocation_id=allocation_id, task_id=task_id, trial_id=trial_id,
                              slots=slots, priority=priority, resource_pool=resource_pool, job_id=job_id,
-                             submitted_at=now)
+                             submitted_at=now, requires=requires)
         if self._pending_view is not None:
             # Kept warm: a long queue is not read again for each new request. (Should the
             # caller's transaction roll back, placing the phantom finds no pending row and
@@ -137,7 +139,7 @@ class AllocationService:
                 allocation_id, slots, job.priority if job else priority,
                 job.queue_position if job else now, resource_pool, job_id=job_id or "",
                 weight=(job.weight if job else None) or 1.0, preemptible=trial_id is not None,
-                max_slots=job.max_slots if job else None,
+                max_slots=job.max_slots if job else None, requires=requires,
             )
         return allocation_id
 

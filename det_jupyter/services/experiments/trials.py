@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from ... import config as expconf
 from ... import searcher as search
 from ...errors import NotFound
 from ...store import experiments as exp_store
@@ -122,6 +123,8 @@ class TrialService:
             resource_pool=pool,
             job_id=row.job_id,
             before=0 if first else None,
+            # environment.image: its containers need an agent with a Docker engine
+            requires=frozenset({"docker"}) if expconf.container_for(config, "cpu") else frozenset(),
         )
         self._deferred.append(self._allocs.schedule_soon)
 
