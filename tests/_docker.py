@@ -62,10 +62,12 @@ def why_no_docker() -> str | None:
 
 def skeleton_tar() -> bytes:
     """An image root: empty usr, tmp, run, proc, sys, dev, etc with the host's passwd and
-    group, and bin/lib/lib64/sbin linked into usr (as Debian's merged /usr)."""
+    group, and bin/lib/lib64 linked into usr (as Debian's merged /usr). sbin is a directory
+    of its own: the engine binds its init at /sbin/docker-init, which must not land in a
+    /usr the tests bind read-only from the host."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name in ("usr", "tmp", "run", "proc", "sys", "dev", "etc"):
+        for name in ("usr", "tmp", "run", "proc", "sys", "dev", "etc", "sbin"):
             info = tarfile.TarInfo(name)
             info.type = tarfile.DIRTYPE
             info.mode = 0o1777 if name == "tmp" else 0o755
@@ -76,7 +78,7 @@ def skeleton_tar() -> bytes:
             info = tarfile.TarInfo(f"etc/{name}")
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
-        for name in ("bin", "lib", "lib64", "sbin"):
+        for name in ("bin", "lib", "lib64"):
             info = tarfile.TarInfo(name)
             info.type, info.linkname = tarfile.SYMTYPE, f"usr/{name}"
             tar.addfile(info)

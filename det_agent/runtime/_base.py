@@ -38,7 +38,8 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     async def kill(self, allocation_id: str) -> None:
-        """SIGKILL the task's whole process tree now; ``on_exit`` follows with 137.
+        """Stop the task's whole process tree; ``on_exit`` follows. The process runtime
+        SIGKILLs it at once (137); the Docker runtime sends SIGTERM and SIGKILLs after a grace.
 
         Killing an allocation that is still preparing stops it before it spawns; killing an
         unknown or finished allocation does nothing.

@@ -63,6 +63,8 @@ API_TIMEOUT = 120.0
 #: Seconds the availability probe waits for the engine.
 PROBE_TIMEOUT = 5.0
 SHUTDOWN_TIMEOUT = 10.0
+#: Seconds a killed container has between SIGTERM and SIGKILL (``docker stop``'s default).
+KILL_GRACE = 10.0
 #: Host variables a container does not inherit: PATH and LD_LIBRARY_PATH are the image's, and
 #: the NVIDIA runtime would read NVIDIA_* as the GPUs to hand over (the slots decide that).
 _HOST_ONLY = ("PATH", "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
@@ -117,6 +119,7 @@ class _Task:
     kill_requested: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     watcher: asyncio.Task[None] | None = None
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    reaper: asyncio.Task[None] | None = None  # the SIGKILL after the grace, once killed
 
 
 class DockerRuntime(Runtime):
@@ -126,7 +129,8 @@ class DockerRuntime(Runtime):
     ``host``: the engine (default ``$DOCKER_HOST``, else the standard socket). ``task_user``:
     the account an agent running as root runs unlinked users' tasks as (a linked user's run
     as the spec's ``run_as``; an agent that is not root runs them as itself). ``mem_limit``:
-    bytes every container may use (None: no limit). The engine is reached lazily: use
+    bytes every container may use (None: no limit). ``kill_grace``: seconds a killed
+    container has between SIGTERM and SIGKILL. The engine is reached lazily: use
     :func:`probe` to check it first. Containers of this agent left by an earlier agent
     process are removed before the first task starts.
     """
@@ -142,6 +146,7 @@ class DockerRuntime(Runtime):
         keep_task_dirs: bool = False,
         task_user: str | None = None,
         mem_limit: int | None = None,
+        kill_grace: float = KILL_GRACE,
     ) -> None:
         if mem_limit is not None and mem_limit < 6 * 1024 * 1024:
             raise ValueError(f"mem_limit must be at least 6 MiB (Docker's minimum), got {mem_limit}")
@@ -154,6 +159,7 @@ class DockerRuntime(Runtime):
         self._keep = keep_task_dirs
         self._task_user = task_user or DEFAULT_TASK_USER
         self._mem_limit = mem_limit
+        self._kill_grace = kill_grace
         self._tasks: dict[str, _Task] = {}
         self._contexts = ContextCache(os.path.join(self._work_dir, "contexts"))
         self._api: Any = None
@@ -393,19 +399,32 @@ class DockerRuntime(Runtime):
         except Exception as e:
             log.warning("cannot remove container %s: %s", cid[:12], _first_line(e))
 
-    def _kill_container(self, cid: str) -> None:
+    def _kill_container(self, cid: str, signal: str = "SIGKILL") -> None:
         with contextlib.suppress(Exception):  # already stopped, or gone
-            self._api.kill(cid, signal="SIGKILL")
+            self._api.kill(cid, signal=signal)
 
     async def kill(self, allocation_id: str) -> None:
-        """See :meth:`Runtime.kill`: SIGKILL the container (its whole process tree)."""
+        """See :meth:`Runtime.kill`, as ``docker stop`` does it: SIGTERM to the container's
+        main process (passed on by its init to the entrypoint), then SIGKILL to all of it
+        once ``kill_grace`` seconds have passed without an exit. A container still being
+        created is stopped before it starts."""
         task = self._tasks.get(allocation_id)
         if task is None:
             return
         task.killed = True
         task.kill_requested.set()
-        if task.container_id is not None:
-            await asyncio.to_thread(self._kill_container, task.container_id)
+        if task.container_id is not None and task.reaper is None:
+            cid = task.container_id
+            await asyncio.to_thread(self._kill_container, cid, "SIGTERM")
+            task.reaper = asyncio.create_task(self._kill_after_grace(task, cid))
+
+    async def _kill_after_grace(self, task: _Task, cid: str) -> None:
+        try:
+            await asyncio.wait_for(task.done.wait(), self._kill_grace)
+        except asyncio.TimeoutError:
+            log.info("task %s did not exit within %g s of SIGTERM: SIGKILL", task.allocation_id,
+                     self._kill_grace)
+            await asyncio.to_thread(self._kill_container, cid)
 
     async def shutdown(self) -> None:
         """See :meth:`Runtime.shutdown`."""
@@ -413,7 +432,7 @@ class DockerRuntime(Runtime):
         await asyncio.gather(*(self.kill(t.allocation_id) for t in tasks))
         if tasks:
             waits = [asyncio.create_task(t.done.wait()) for t in tasks]
-            _, pending = await asyncio.wait(waits, timeout=SHUTDOWN_TIMEOUT)
+            _, pending = await asyncio.wait(waits, timeout=self._kill_grace + SHUTDOWN_TIMEOUT)
             for w in pending:
                 w.cancel()
 

@@ -72,6 +72,9 @@ def container_args(
         mounts.append(_bind(b["host_path"], b["container_path"], read_only=bool(b.get("read_only")),
                             propagation=b.get("propagation") or "rprivate"))
     host: dict[str, Any] = {
+        # The engine's init (tini) is pid 1: it passes a kill's SIGTERM on to the entrypoint
+        # (a pid 1 without handlers would ignore it) and reaps orphaned children.
+        "init": True,
         "network_mode": "host",
         "mounts": mounts,
         "cap_drop": sorted({"ALL", *container.get("drop_capabilities", ())}),

@@ -161,10 +161,13 @@ def test_exit_codes_pass_through(tmp_path, docker_engine: Engine, entrypoint, ex
     assert asyncio.run(scenario())[0] == exit_code
 
 
-def test_kill_ends_the_container_with_137(tmp_path, docker_engine: Engine) -> None:
-    spec = _spec("dk.kill", "echo up; sleep 1000", docker_engine.image)
+def test_kill_is_a_sigterm_the_task_can_handle(tmp_path, docker_engine: Engine) -> None:
+    """A kill reaches the entrypoint as SIGTERM (the container's init passes it on), so the
+    task may clean up; it exits as it chooses, reported as killed."""
+    spec = _spec("dk.kill", "trap 'echo cleaning up; exit 7' TERM; echo up; "
+                            "while true; do sleep 0.1; done", docker_engine.image)
 
-    async def scenario() -> tuple[tuple[int, str | None], float]:
+    async def scenario() -> tuple[tuple[int, str | None], float, list[str]]:
         rec = Recorder()
         rt = _runtime(tmp_path, docker_engine)
         await rt.start(spec, rec.on_log, rec.on_exit)
@@ -174,11 +177,30 @@ def test_kill_ends_the_container_with_137(tmp_path, docker_engine: Engine) -> No
         result = await rec.wait_exit("dk.kill")
         took = time.monotonic() - t0
         assert await _until_removed(docker_engine, "dk.kill") == []
-        return result, took
+        return result, took, rec.text("dk.kill")
+
+    result, took, text = asyncio.run(scenario())
+    assert result == (7, "killed") and text == ["up\n", "cleaning up\n"], (result, text)
+    assert took < 5  # well inside the grace: nothing waited for it
+
+
+def test_a_task_that_ignores_sigterm_is_sigkilled_after_the_grace(tmp_path, docker_engine: Engine) -> None:
+    spec = _spec("dk.stubborn", "trap '' TERM; echo up; while true; do sleep 0.1; done",
+                 docker_engine.image)
+
+    async def scenario() -> tuple[tuple[int, str | None], float]:
+        rec = Recorder()
+        rt = _runtime(tmp_path, docker_engine, kill_grace=1.5)
+        await rt.start(spec, rec.on_log, rec.on_exit)
+        await rec.wait_for(lambda: rec.text("dk.stubborn") == ["up\n"])
+        t0 = time.monotonic()
+        await rt.kill("dk.stubborn")
+        result = await rec.wait_exit("dk.stubborn")
+        return result, time.monotonic() - t0
 
     result, took = asyncio.run(scenario())
     assert result == (137, "killed")
-    assert took < 5
+    assert 1.5 <= took < 10, took  # SIGKILL came with the grace, not before
 
 
 def test_a_missing_image_fails_with_the_pull_error(tmp_path, docker_engine: Engine) -> None:
@@ -260,7 +282,8 @@ def test_shutdown_kills_every_container(tmp_path, docker_engine: Engine) -> None
         return rec
 
     rec = asyncio.run(scenario())
-    assert rec.exits == {"dk.down0": (137, "killed"), "dk.down1": (137, "killed")}
+    # the shells die of the SIGTERM (128 + 15), well within the grace
+    assert rec.exits == {"dk.down0": (143, "killed"), "dk.down1": (143, "killed")}
 
 
 def test_leftover_containers_of_this_agent_are_removed(tmp_path, docker_engine: Engine) -> None:

@@ -50,6 +50,7 @@ def test_container_args_exact() -> None:
         "detach": True,
     }
     assert host == {
+        "init": True,
         "network_mode": "host",
         "mounts": [
             _bind("/w/tasks/a.1/run", "/run/determined"),
