@@ -173,7 +173,8 @@ class Agent:
     async def run(self) -> None:
         """Connect, serve the master and reconnect with backoff until :meth:`stop` is called."""
         if isinstance(self.runtime, MixedRuntime):
-            await self.runtime.prepare()  # containers an earlier agent process left go first
+            # containers an earlier agent process left are taken up before the first hello
+            await self.runtime.prepare(self._on_log, self._on_exit)
         backoff = INITIAL_BACKOFF
         while not self._stopping.is_set():
             conn = await self._until_stopped(self._connect())

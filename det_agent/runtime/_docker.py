@@ -27,6 +27,7 @@ from ._docker_args import (
     HARNESS_MOUNT,
     LABEL_AGENT,
     LABEL_ALLOCATION,
+    LABEL_SEQ,
     container_args,
     container_env,
     image_ref,
@@ -164,6 +165,7 @@ class DockerRuntime(Runtime):
         self._contexts = ContextCache(os.path.join(self._work_dir, "contexts"))
         self._api: Any = None
         self._long_api: Any = None
+        self._swept = False  # prepare() has taken up (or removed) earlier containers
         self._api_lock = threading.Lock()
 
     @property
@@ -183,21 +185,52 @@ class DockerRuntime(Runtime):
                 import docker
 
                 api = docker.APIClient(base_url=self._host, version="auto", timeout=API_TIMEOUT)
-                self._remove_leftovers(api)
+                if not self._swept:
+                    self._remove_leftovers(api)
                 # For the calls that last as long as a task (attach streams, wait): no timeout.
                 self._long_api = docker.APIClient(base_url=self._host, version=api.api_version,
                                                     timeout=None)
                 self._api = api
             return self._api
 
-    async def prepare(self) -> None:
-        """Connect to the engine and remove this agent's containers that an earlier agent
-        process left running (their allocations are lost: the master was told so at hello).
-        Logs and returns when the engine cannot be reached; start() tries again."""
+    async def prepare(self, on_log: OnLog | None = None, on_exit: OnExit | None = None) -> None:
+        """Before the agent's first hello: connect to the engine and take up the containers an
+        earlier process of this agent left (it crashed or was SIGKILLed). With callbacks, each
+        is re-attached: its whole log is read again from the engine (the master drops the
+        lines it already has, by seq) and it is watched to its exit as if started here, so
+        the hello lists it and the master keeps it when the agent is back within
+        ``agent_reconnect_wait``; one the master no longer knows, it kills (an orphan, then
+        removed). Without callbacks they are removed. Logs and returns when the engine cannot
+        be reached; start() tries again."""
         try:
-            await asyncio.to_thread(self._client)
+            found = await asyncio.to_thread(self._leftovers)
         except Exception as e:
             log.warning("cannot reach the Docker engine at %s: %s", self._host, _first_line(e))
+            return
+        for c in found:
+            allocation_id = c["Labels"].get(LABEL_ALLOCATION) or ""
+            if on_log is None or on_exit is None or not allocation_id or allocation_id in self._tasks:
+                if allocation_id not in self._tasks:
+                    await asyncio.to_thread(self._remove_leftover, c["Id"])
+                continue
+            try:
+                await self._adopt(allocation_id, c, on_log, on_exit)
+            except Exception as e:
+                log.warning("cannot re-attach to container %s of %s: %s", c["Id"][:12],
+                            allocation_id, _first_line(e))
+                self._tasks.pop(allocation_id, None)
+                await asyncio.to_thread(self._remove_leftover, c["Id"])
+
+    def _leftovers(self) -> list[dict[str, Any]]:
+        """This agent's containers an earlier agent process left (in a worker thread)."""
+        self._swept = True  # prepare() takes care of them: _client() must not remove them
+        api = self._client()
+        return list(api.containers(all=True, filters={"label": f"{LABEL_AGENT}={self._agent_id}"}))
+
+    def _remove_leftover(self, cid: str) -> None:
+        log.warning("removing container %s left by an earlier run of agent %s", cid[:12], self._agent_id)
+        with contextlib.suppress(Exception):
+            self._api.remove_container(cid, force=True)
 
     def _remove_leftovers(self, api: Any) -> None:
         found = api.containers(all=True, filters={"label": f"{LABEL_AGENT}={self._agent_id}"})
@@ -206,6 +239,19 @@ class DockerRuntime(Runtime):
                 log.warning("removing container %s left by an earlier run of agent %s",
                             c["Id"][:12], self._agent_id)
                 api.remove_container(c["Id"], force=True)
+
+    async def _adopt(self, allocation_id: str, c: Mapping[str, Any], on_log: OnLog, on_exit: OnExit) -> None:
+        """Re-attach to a container an earlier agent process started (``prepare``)."""
+        cid = str(c["Id"])
+        task = _Task(allocation_id, on_log, on_exit, container_id=cid)
+        self._tasks[allocation_id] = task
+        first = int(c["Labels"].get(LABEL_SEQ) or 0)
+        batcher = LogBatcher(allocation_id, self._emitter(task), first_seq=first)
+        loop = asyncio.get_running_loop()
+        stream = await asyncio.to_thread(_log_frames, self._long_api, cid)
+        ended = _in_thread(lambda: _pump(stream, loop, batcher), f"logs-{allocation_id}")
+        task.watcher = asyncio.create_task(self._watch(task, cid, batcher, ended))
+        log.info("re-attached to container %s of %s (%s)", cid[:12], allocation_id, c.get("State"))
 
     async def start(self, spec: dict[str, Any], on_log: OnLog, on_exit: OnExit) -> int | None:
         """See :meth:`Runtime.start`; returns the container's main pid (as the host sees it)."""
@@ -333,6 +379,10 @@ class DockerRuntime(Runtime):
                       batcher: LogBatcher) -> int:
         api = await asyncio.to_thread(self._client)
         loop = asyncio.get_running_loop()
+
+        # How many lines the task's log had before the container's first: a re-attach after an
+        # agent restart numbers its replay of the container's log from there (prepare()).
+        create = dict(create, labels={**create["labels"], LABEL_SEQ: str(batcher.next_seq)})
 
         def run() -> tuple[str, int, Any]:
             config = dict(create, host_config=api.create_host_config(**host))
@@ -500,6 +550,30 @@ def _progress_lines(stream: Iterator[dict[str, Any]]) -> Iterator[str]:
 
 def _api_message(e: BaseException) -> str:
     return _first_line(Exception(getattr(e, "explanation", None) or e))
+
+
+def _log_frames(api: Any, cid: str) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """A container's log from its first line, followed until it exits, as an attach stream
+    with ``demux=True`` gives it: ``(stdout bytes, None)`` or ``(None, stderr bytes)``. (The
+    engine's multiplexed frames: an 8-byte header, stream type and big-endian length, then
+    the payload; docker's SDK only returns them merged.)"""
+    res = api._get(api._url("/containers/{0}/logs", cid),
+                   params={"stdout": 1, "stderr": 1, "follow": 1}, stream=True)
+    api._raise_for_status(res)
+
+    def frames() -> Iterator[tuple[bytes | None, bytes | None]]:
+        try:
+            while True:
+                header = res.raw.read(8)
+                if len(header) < 8:
+                    return
+                size = int.from_bytes(header[4:8], "big")
+                data = res.raw.read(size) if size else b""
+                yield (None, data) if header[0] == 2 else (data, None)
+        finally:
+            res.close()
+
+    return frames()
 
 
 def _pump(stream: Any, loop: asyncio.AbstractEventLoop, batcher: LogBatcher) -> None:

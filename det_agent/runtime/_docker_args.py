@@ -15,6 +15,8 @@ from ._taskdir import TaskDir
 HARNESS_MOUNT = RUN_MOUNT + "/harness"
 LABEL_ALLOCATION = "ai.det-jupyter.allocation"
 LABEL_AGENT = "ai.det-jupyter.agent"
+#: The seq of the container's first log line (lines of the pull came before it).
+LABEL_SEQ = "ai.det-jupyter.log-seq"
 
 
 def container_env(env: dict[str, str], spec: Mapping[str, Any]) -> None:

@@ -123,13 +123,19 @@ class LogBatcher:
         emit: Callable[[str, list[LogLine]], None],
         *,
         clock: Callable[[], str] = utc_now,
+        first_seq: int = 0,
     ) -> None:
         self._allocation_id = allocation_id
         self._emit = emit
         self._clock = clock
-        self._seq = 0
+        self._seq = first_seq
         self._pending: list[LogLine] = []
         self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next line gets."""
+        return self._seq
 
     def add(self, stdtype: str, texts: list[str]) -> None:
         """Stamp and queue lines read from ``stdtype``."""

@@ -36,12 +36,12 @@ class MixedRuntime(Runtime):
         """``"docker"``, or why image tasks cannot run here."""
         return "docker" if self.docker is not None else self._no_docker
 
-    async def prepare(self) -> None:
+    async def prepare(self, on_log: OnLog | None = None, on_exit: OnExit | None = None) -> None:
         """Before the first connection: the Docker runtime's :meth:`DockerRuntime.prepare`
-        (removes containers an earlier agent process left)."""
+        (re-attaches to the containers an earlier agent process left, with the callbacks)."""
         prepare = getattr(self.docker, "prepare", None)
         if prepare is not None:
-            await prepare()
+            await prepare(on_log, on_exit)
 
     def _for(self, spec: dict[str, Any]) -> Runtime | None:
         return self.process if spec.get("container") is None else self.docker

@@ -42,4 +42,4 @@ def trial_log_text(client: Client, trial_id: int) -> str:
     lines = client.get(f"/api/v1/trials/{trial_id}/logs")
     if isinstance(lines, dict):
         lines = [lines]
-    return "".join(entry["result"]["message"] for entry in lines)
+    return "".join(entry["result"]["message"] for entry in lines if entry)  # none yet: {}

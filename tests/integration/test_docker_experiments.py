@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,4 +143,51 @@ def test_an_image_task_waits_for_an_agent_with_docker_and_says_why(
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=30)
+        master.stop()
+
+
+def test_an_agent_restarted_within_the_reconnect_wait_reattaches_to_its_container(
+        docker_engine: Engine, tmp_path: Path) -> None:
+    """A det-agent SIGKILLed while its container trains leaves the container running; started
+    again (same id, same work dir) it re-attaches: the trial finishes in the same run (no
+    restart), and its log has every line once, those printed while the agent was down too."""
+    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
+    token = (master.data_dir / "agent_token").read_text().strip()
+    argv = [sys.executable, "-m", "det_agent", "--master", master.url, f"--token={token}",
+            "--id", "dock", "--slots", "1", "--work-dir", str(tmp_path / "dock"), "--runtime", "docker"]
+    env = {**os.environ, "DOCKER_HOST": docker_engine.host}
+    log = open(tmp_path / "dock.log", "ab")  # noqa: SIM115 - closed below
+    procs = [subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)]
+    try:
+        client = master.admin()
+        steps = 40
+        exp_id = create_experiment(client, _in_image(docker_engine, length=steps, sleep=0.25, chatty=True),
+                                   COUNTER)["experiment"]["id"]
+        wait_for(lambda: trials(client, exp_id) and "step 5\n" in trial_log_text(client, trials(client, exp_id)[0]["id"]),
+                 timeout=120, what="the trial at step 5")
+        procs[0].kill()
+        procs[0].wait(10)
+        api = docker_engine.api()
+        running = api.containers(filters={"label": "ai.det-jupyter.agent=dock"})
+        assert len(running) == 1, running  # the container outlives its agent
+        before = trial_log_text(client, trials(client, exp_id)[0]["id"])
+        time.sleep(2)  # lines printed while no agent reads them
+        procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL))
+        assert wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180) == "STATE_COMPLETED"
+        (trial,) = trials(client, exp_id)
+        assert trial["restarts"] == 0, trial
+        text = trial_log_text(client, trial["id"])
+        printed = re.findall(r"^step (\d+)$", text, re.M)
+        assert printed == [str(i) for i in range(1, steps + 1)], (before, text)
+        assert text.count("run 1 starting at step 0") == 1 and "run 2" not in text
+        agent_log = (tmp_path / "dock.log").read_text()
+        assert "re-attached to container" in agent_log, agent_log[-3000:]
+        assert api.containers(all=True, filters={"label": "ai.det-jupyter.agent=dock"}) == []
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+        log.close()
         master.stop()

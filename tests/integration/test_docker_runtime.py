@@ -308,6 +308,67 @@ def test_leftover_containers_of_this_agent_are_removed(tmp_path, docker_engine: 
     asyncio.run(scenario())
 
 
+def test_a_new_runtime_reattaches_to_a_container_that_ended_while_no_agent_watched(
+        tmp_path, docker_engine: Engine) -> None:
+    """The agent process died (its event loop is gone, nothing was shut down) and the task
+    went on to its exit. The next runtime's prepare() with callbacks re-attaches: every line
+    the container printed arrives again, numbered from the seq its first line had (after the
+    pull's lines), then its own exit code; the container and task dir are removed after."""
+    spec = _spec("dk.orphan", "echo one; sleep 1; echo two >&2; echo three; exit 5", docker_engine.image)
+
+    async def first_life() -> list:
+        rec = Recorder()
+        rt = _runtime(tmp_path, docker_engine)
+        await rt.start(spec, rec.on_log, rec.on_exit)
+        await rec.wait_for(lambda: rec.text("dk.orphan") == ["one\n"])
+        return rec.lines["dk.orphan"]
+
+    seen = asyncio.run(first_life())  # returns with the container running, unwatched
+    api = docker_engine.api()
+    deadline = time.monotonic() + 30
+    while api.inspect_container(_containers(docker_engine, "dk.orphan")[0]["Id"])["State"]["Running"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+    async def second_life() -> Recorder:
+        rec = Recorder()
+        rt = _runtime(tmp_path, docker_engine)
+        await rt.prepare(rec.on_log, rec.on_exit)
+        assert rt.running() == ["dk.orphan"]
+        await rec.wait_exit("dk.orphan")
+        assert await _until_removed(docker_engine, "dk.orphan") == []
+        return rec
+
+    rec = asyncio.run(second_life())
+    assert rec.exits["dk.orphan"] == (5, None)
+    replay = rec.lines["dk.orphan"]
+    assert [(x.seq, x.stdtype, x.log) for x in replay[:1]] == [(seen[0].seq, "stdout", "one\n")]
+    assert sorted(x.log for x in replay) == ["one\n", "three\n", "two\n"]
+    assert [x.seq for x in replay] == list(range(seen[0].seq, seen[0].seq + 3))
+    assert not (tmp_path / "wd" / "tasks" / "dk.orphan").exists()
+
+
+def test_prepare_without_callbacks_removes_what_it_finds(tmp_path, docker_engine: Engine) -> None:
+    spec = _spec("dk.gone", "echo up; sleep 1000", docker_engine.image)
+
+    async def first_life() -> None:
+        rec = Recorder()
+        rt = _runtime(tmp_path, docker_engine)
+        await rt.start(spec, rec.on_log, rec.on_exit)
+        await rec.wait_for(lambda: rec.text("dk.gone") == ["up\n"])
+
+    asyncio.run(first_life())
+    assert len(_containers(docker_engine, "dk.gone")) == 1
+
+    async def second_life() -> None:
+        rt = _runtime(tmp_path, docker_engine)
+        await rt.prepare()
+        assert rt.running() == []
+        assert await _until_removed(docker_engine, "dk.gone") == []
+
+    asyncio.run(second_life())
+
+
 def test_the_task_dir_is_removed_after_the_exit(tmp_path, docker_engine: Engine) -> None:
     async def scenario() -> None:
         rec = Recorder()
