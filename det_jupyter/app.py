@@ -131,8 +131,14 @@ class DetJupyterApp(ExtensionApp):
     )
     resource_pools = List(
         [], config=True,
-        help="Determined's resource_pools section: [{pool_name, description, scheduler}]. "
-        "Empty: one pool named default.",
+        help="Determined's resource_pools section: [{pool_name, description, scheduler, "
+        "task_container_defaults}]. Empty: one pool named default.",
+    )
+    task_container_defaults = Dict(
+        {}, config=True,
+        help="Determined's task_container_defaults: what a task's container gets when its config "
+        "does not say (image, environment_variables, bind_mounts, devices, shm_size_bytes, "
+        "capabilities, force_pull_image, registry_auth). A pool's own replaces it.",
     )
 
     notebook_dir = Unicode(
@@ -275,9 +281,11 @@ class DetJupyterApp(ExtensionApp):
             if path:
                 with open(path) as fh:
                     return load_master_config(fh.read())
-            return parse_resources(self.resource_manager, self.resource_pools or None)
+            return parse_resources(self.resource_manager, self.resource_pools or None,
+                                   self.task_container_defaults or None)
         except (OSError, ValueError) as exc:
-            where = f"master config {path}" if path else "DetJupyterApp.resource_manager/resource_pools"
+            where = f"master config {path}" if path else \
+                "DetJupyterApp.resource_manager/resource_pools/task_container_defaults"
             raise SystemExit(f"det-jupyter: {where}: {exc}") from None
 
     def _bind_proxy(self) -> Any:

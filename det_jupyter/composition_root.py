@@ -140,7 +140,8 @@ class Master:
         # Replayed secrets are sealed under a key outside the database (services.common.sealed).
         sealing_key = bytes.fromhex(load_or_create_secret(os.path.join(settings.data_dir, "secrets_key")))
         self.defaults = expconf.MasterDefaults(
-            checkpoint_storage={"type": "shared_fs", "host_path": _checkpoint_root(settings)})
+            checkpoint_storage={"type": "shared_fs", "host_path": _checkpoint_root(settings)},
+            container_defaults=resources.container_defaults_for)
 
         # -- records: logs, metrics, checkpoints, webhooks ----------------------------------
         self.logs = LogService(engine, clock)

@@ -3,7 +3,8 @@ package model-definition contexts. Pure: stdlib + PyYAML."""
 
 from __future__ import annotations
 
-from ._container import container_for
+from ._container import DEFAULT_SHM_SIZE, container_for
+from ._container_defaults import apply_container_defaults, container_defaults
 from ._context import (
     MAX_CONTEXT_SIZE,
     context_to_tgz,
@@ -24,11 +25,12 @@ from ._keys import check_experiment_keys, check_task_keys, check_template_keys, 
 from ._merge import check_template_config, merge_template
 from ._parse import parse_yaml
 from ._searcher import REMOVED_SEARCHERS, SEARCHERS
-from ._validate import validate_experiment_config
+from ._validate import validate_container_keys, validate_experiment_config
 from ._yaml import MAX_ALIAS_NODES, MAX_CONFIG_BYTES, MAX_YAML_DEPTH, load_yaml
 
 __all__ = [
     "DEFAULT_IGNORES",
+    "DEFAULT_SHM_SIZE",
     "MAX_ALIAS_NODES",
     "MAX_CONFIG_BYTES",
     "MAX_CONTEXT_SIZE",
@@ -38,10 +40,12 @@ __all__ = [
     "SEARCHERS",
     "DetIgnore",
     "MasterDefaults",
+    "apply_container_defaults",
     "check_experiment_keys",
     "check_task_keys",
     "check_template_config",
     "check_template_keys",
+    "container_defaults",
     "container_for",
     "context_to_tgz",
     "environment_variables",
@@ -57,5 +61,6 @@ __all__ = [
     "task_keys_only",
     "tgz_to_b64",
     "trial_entrypoint",
+    "validate_container_keys",
     "validate_experiment_config",
 ]

@@ -33,6 +33,9 @@ CAPABILITIES = frozenset("""
     SETGID SETPCAP SETUID SYSLOG SYS_ADMIN SYS_BOOT SYS_CHROOT SYS_MODULE SYS_NICE SYS_PACCT
     SYS_PTRACE SYS_RAWIO SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG WAKE_ALARM
 """.split())
+#: /dev/shm of a container whose config and master set no size (0.38.1's
+#: task_container_defaults.shm_size_bytes default: data loaders share batches through it).
+DEFAULT_SHM_SIZE = 4 << 30
 PROPAGATIONS = ("rprivate", "private", "rshared", "shared", "rslave", "slave")
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)[iI]?[bB]?\s*$")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -128,5 +131,5 @@ def container_for(config: Mapping[str, Any], slot_type: str = "cpu") -> Containe
         devices=tuple(parse_device(d, f"resources.devices[{i}]") for i, d in enumerate(resources.get("devices") or ())),
         add_capabilities=tuple(c.upper().removeprefix("CAP_") for c in env.get("add_capabilities") or ()),
         drop_capabilities=tuple(c.upper().removeprefix("CAP_") for c in env.get("drop_capabilities") or ()),
-        shm_size=None if shm is None else parse_size(shm, "resources.shm_size"),
+        shm_size=DEFAULT_SHM_SIZE if shm is None else parse_size(shm, "resources.shm_size"),
     )

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._container import DEFAULT_IMAGES
+from ._container_defaults import apply_container_defaults
 from ._hparams import normalize_hyperparameters
 from ._keys import check_experiment_keys
 from ._validate import SLOT_TYPES, check_checkpoint_storage, validate_experiment_config
@@ -67,12 +69,15 @@ class MasterDefaults:
     type leaves out); ``images`` overrides the default task image per slot type;
     ``default_priority`` is the priority scheduler's default (left for the scheduler: the
     expanded config keeps ``resources.priority: null`` as Determined does).
+    ``container_defaults(pool, slots)``: the ``task_container_defaults`` fragment of the pool
+    a config names (``""``: the default pool for ``slots``), merged under the config.
     """
 
     checkpoint_storage: dict[str, Any]
     default_priority: int = 42
     images: dict[str, str] = field(default_factory=dict)
     environment_variables: tuple[str, ...] = ()
+    container_defaults: Callable[[str, int], Mapping[str, Any] | None] | None = None
 
 
 def default_name(seed: int) -> str:
@@ -138,6 +143,11 @@ def expand_experiment_config(config: dict[str, Any], defaults: MasterDefaults, *
     validate_experiment_config(config)
     check_checkpoint_storage(defaults.checkpoint_storage, "master.checkpoint_storage")
     out = copy.deepcopy(config)
+    if defaults.container_defaults is not None:  # the master's task_container_defaults
+        res = out.get("resources") or {}
+        pool = res.get("resource_pool") if isinstance(res.get("resource_pool"), str) else ""
+        slots = res.get("slots_per_trial", 1)
+        out = apply_container_defaults(out, defaults.container_defaults(pool or "", slots if isinstance(slots, int) else 1))
     if not out.get("name"):
         out["name"] = default_name(seed)
     _fill(out, _TOP_DEFAULTS)

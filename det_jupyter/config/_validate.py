@@ -106,6 +106,10 @@ def _check_resources(resources: Any) -> None:
         check_type(resources["resource_pool"], "resources.resource_pool", str, "a string")
     if resources.get("is_single_node") is not None:
         check_type(resources["is_single_node"], "resources.is_single_node", bool, "true or false")
+    _check_container_resources(resources)
+
+
+def _check_container_resources(resources: dict[str, Any]) -> None:
     if resources.get("shm_size") is not None:
         check_type(resources["shm_size"], "resources.shm_size", (int, str), "bytes or a size like \"4G\"")
         parse_size(resources["shm_size"], "resources.shm_size")
@@ -113,6 +117,21 @@ def _check_resources(resources: Any) -> None:
         check_type(resources["devices"], "resources.devices", list, "a list")
         for i, device in enumerate(resources["devices"]):
             parse_device(device, f"resources.devices[{i}]")
+
+
+def validate_container_keys(config: dict[str, Any]) -> None:
+    """Raise ``InvalidConfig`` naming the first problem in the keys a task's container is made
+    of (``environment``, ``bind_mounts``, ``resources.shm_size`` and ``devices``): for task
+    configs (commands, notebooks, shells, TensorBoards) and the master's
+    ``task_container_defaults``, whose other keys are checked elsewhere."""
+    if config.get("environment") is not None:
+        _check_environment(config["environment"])
+    if config.get("bind_mounts") is not None:
+        _check_bind_mounts(config["bind_mounts"])
+    resources = config.get("resources")
+    if resources is not None:
+        check_type(resources, "resources", dict, "a mapping")
+        _check_container_resources(resources)
 
 
 def check_checkpoint_storage(storage: Any, field: str) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from det_jupyter import scheduler
 from det_jupyter.errors import DetError
 
+from ._container_defaults import container_defaults
 from ._yaml import load_yaml
 
 DEFAULT_PRIORITY = 42
@@ -58,6 +59,9 @@ class PoolConfig:
     name: str
     description: str = ""
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    #: Its own ``task_container_defaults`` (a task-config fragment), which replaces the
+    #: cluster's as in 0.38.1; None: the cluster's.
+    task_container_defaults: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,16 @@ class ResourceConfig:
     pools: Mapping[str, PoolConfig]
     default_compute_pool: str
     default_aux_pool: str
+    #: master.yaml's top-level ``task_container_defaults`` (a task-config fragment).
+    task_container_defaults: Mapping[str, Any] | None = None
+
+    def container_defaults_for(self, requested: str, slots: int) -> Mapping[str, Any] | None:
+        """The ``task_container_defaults`` fragment of the pool a task runs in: the pool's
+        own, else the cluster's."""
+        pool = self.pools.get(self.pool_for(requested, slots))
+        if pool is not None and pool.task_container_defaults is not None:
+            return pool.task_container_defaults
+        return self.task_container_defaults
 
     def pool_for(self, requested: str, slots: int) -> str:
         """The pool a task runs in: the one it names, else the default for its kind."""
@@ -81,9 +95,11 @@ class ResourceConfig:
 
 
 def parse_resources(
-    resource_manager: Mapping[str, Any] | None, resource_pools: Any = None
+    resource_manager: Mapping[str, Any] | None, resource_pools: Any = None,
+    task_container_defaults: Any = None,
 ) -> ResourceConfig:
-    """Build the configuration; with nothing given, one pool "default" on the priority policy."""
+    """Build the configuration; with nothing given, one pool "default" on the priority policy
+    (``task_container_defaults``: master.yaml's top-level key, checked here)."""
     rm = dict(resource_manager or {})
     _only(rm, {"type", "default_compute_resource_pool", "default_aux_resource_pool", "scheduler",
                "cluster_name", "no_default_resource_pools"}, "resource_manager")
@@ -111,7 +127,10 @@ def parse_resources(
             raise ValueError(f"{where}.pool_name: pool {name!r} is defined twice")
         sched = base if entry.get("scheduler") is None else _scheduler(
             entry["scheduler"], f"{where}.scheduler")
-        pools[name] = PoolConfig(name, str(entry.get("description") or ""), sched)
+        tcd = entry.get("task_container_defaults")
+        pools[name] = PoolConfig(
+            name, str(entry.get("description") or ""), sched,
+            None if tcd is None else container_defaults(tcd, f"{where}.task_container_defaults"))
     first = next(iter(pools))
     compute = rm.get("default_compute_resource_pool") or (
         scheduler.DEFAULT_POOL if scheduler.DEFAULT_POOL in pools else first)
@@ -122,7 +141,8 @@ def parse_resources(
                 f"resource_manager.{key}: pool {value!r} is not among resource_pools "
                 f"({', '.join(pools)})"
             )
-    return ResourceConfig(pools, compute, aux)
+    cluster = None if task_container_defaults is None else container_defaults(task_container_defaults)
+    return ResourceConfig(pools, compute, aux, cluster)
 
 
 def _scheduler(raw: Any, where: str) -> SchedulerConfig:
@@ -172,4 +192,4 @@ def load_master_config(text: str) -> ResourceConfig:
     rm = raw.get("resource_manager")
     if rm is not None and not isinstance(rm, Mapping):
         raise ValueError("resource_manager must be a mapping")
-    return parse_resources(rm, raw.get("resource_pools"))
+    return parse_resources(rm, raw.get("resource_pools"), raw.get("task_container_defaults"))

@@ -191,3 +191,65 @@ def test_an_agent_restarted_within_the_reconnect_wait_reattaches_to_its_containe
             proc.wait(timeout=30)
         log.close()
         master.stop()
+
+
+def _task_log(client: object, task_id: str) -> str:
+    entries = client.get(f"/api/v1/tasks/{task_id}/logs")  # type: ignore[attr-defined]
+    entries = [entries] if isinstance(entries, dict) else entries
+    return "".join(e["result"]["message"] for e in entries if e)
+
+
+def test_a_command_with_an_image_runs_in_a_container(docker_master: MasterProcess, docker_engine: Engine) -> None:
+    client = docker_master.admin()
+    cmd = client.post("/api/v1/commands", {"config": {
+        "entrypoint": ["sh", "-c", "echo pid1=$(cat /proc/1/comm) uid=$(id -u) dir=$PWD"],
+        "environment": {"image": docker_engine.image}, "bind_mounts": USR}})["command"]
+    wait_for(lambda: client.get(f"/api/v1/commands/{cmd['id']}")["command"]["state"] == "STATE_TERMINATED",
+             timeout=120, what="the command's end")
+    log = _task_log(client, cmd["id"])
+    assert "pid1=docker-init" in log and "dir=/run/determined/workdir" in log, log
+    assert "uid=0 " not in log, log
+    # without an image, a command is a process, as before
+    plain = client.post("/api/v1/commands", {"config": {
+        "entrypoint": ["sh", "-c", "echo pid1=$(cat /proc/1/comm)"]}})["command"]
+    wait_for(lambda: client.get(f"/api/v1/commands/{plain['id']}")["command"]["state"] == "STATE_TERMINATED",
+             timeout=120, what="the plain command's end")
+    assert "pid1=docker-init" not in _task_log(client, plain["id"])
+
+
+def test_a_notebook_with_an_image_is_reached_through_the_proxy(
+        docker_master: MasterProcess, docker_engine: Engine) -> None:
+    """JupyterLab in a container of the skeleton image: Debian's python3 (the host's /usr) with
+    the test venv's packages on PYTHONPATH (its site-packages bound read-only at their own
+    path, as an image would have them installed); a kernel cell runs over the proxied
+    websocket and says where it runs."""
+    import asyncio
+    import sysconfig
+
+    from tests.integration import _notebooks as nbh
+
+    debian = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.version_info[:2])"],
+                            capture_output=True, text=True, check=False).stdout.strip()
+    if debian != str(sys.version_info[:2]):
+        pytest.skip(f"the image's /usr/bin/python3 is {debian}, the test venv's packages are for "
+                    f"{sys.version_info[:2]}: they cannot be lent to it")
+    site = sysconfig.get_paths()["purelib"]
+    client = docker_master.admin()
+    nb_id = nbh.launch(client, environment={
+        "image": docker_engine.image, "environment_variables": [f"PYTHONPATH={site}"]},
+        bind_mounts=[*USR, {"host_path": site, "container_path": site, "read_only": True}])
+    try:
+        nbh.wait_running(client, nb_id, timeout=120)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{nbh.state(client, nb_id)}: {_task_log(client, nb_id)[-4000:]}") from None
+    proxy = nbh.proxy_client(client, nb_id)
+    kernel = nbh.start_kernel(client, nb_id)
+    out = asyncio.run(nbh.run_cell(nbh.ws_url(proxy.url, nb_id, kernel),
+                                   {"Authorization": f"Bearer {client.token}"},
+                                   "import os; print(open('/proc/1/comm').read().strip(), os.getuid() != 0)"))
+    assert out.split() == ["docker-init", "True"], out
+    client.post(f"/api/v1/notebooks/{nb_id}/kill", {})
+    wait_for(lambda: nbh.state(client, nb_id) == "STATE_TERMINATED", timeout=60, what="the notebook's end")
+    api = docker_engine.api()
+    wait_for(lambda: not api.containers(all=True, filters={"label": "ai.det-jupyter.allocation"}),
+             timeout=30, what="its container removed")

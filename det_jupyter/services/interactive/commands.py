@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from det_agent.wire import Mount, TaskSpec
+from det_agent.wire import Container, Mount, TaskSpec
 
 from ... import config as expconf
 from ...errors import InvalidRequest, NotFound, Unavailable
@@ -56,6 +56,8 @@ class CommandConfig:
     resource_pool: str
     description: str
     env: dict[str, str]
+    #: environment.image (and the other container keys): its container; None: a process.
+    container: Container | None = None
 
     @classmethod
     def parse(cls, raw: Any) -> CommandConfig:
@@ -89,7 +91,8 @@ class CommandConfig:
             raise InvalidRequest(f"config.environment.environment_variables: {exc}") from None
         line = entrypoint if isinstance(entrypoint, str) else shlex.join(entrypoint)
         desc = raw.get("description") or f"Command ({line[:40]})"
-        return cls(entrypoint, slots, priority, pool, str(desc), env)
+        expconf.validate_container_keys(raw)  # 400 naming the key, as for experiments
+        return cls(entrypoint, slots, priority, pool, str(desc), env, expconf.container_for(raw, "cpu"))
 
 
 class CommandService:
@@ -142,6 +145,12 @@ class CommandService:
             raise InvalidRequest(f"unknown task type {kind!r}")
         if self.admit is not None and isinstance(raw_config, dict):  # config policies, pool bindings
             raw_config = self.admit(workspace_id, f"id {workspace_id}", "NTSC", raw_config)
+        if isinstance(raw_config, dict) and self.resources is not None:
+            # the master's task_container_defaults, under what the config says (checked first)
+            expconf.validate_container_keys(raw_config)
+            cfg = CommandConfig.parse(raw_config)
+            raw_config = expconf.apply_container_defaults(
+                raw_config, self.resources.container_defaults_for(cfg.resource_pool, cfg.slots))
         cfg = CommandConfig.parse(raw_config)
         # A plain UUID, as 0.38.1's model.NewTaskID(): the stock client takes only those (or
         # "<experiment>.<uuid>") as whole ids. Older rows' "nb-<uuid>" ids still resolve: every
@@ -168,11 +177,14 @@ class CommandService:
                 conn, task_id=task_id, job_id=job_id, owner_id=user.id, description=cfg.description,
                 config={"entrypoint": cfg.entrypoint, "resources": {"slots": cfg.slots,
                         "priority": priority, "resource_pool": pool}, "env": cfg.env,
-                        "description": cfg.description, **extra},
+                        "description": cfg.description,
+                        "container": None if cfg.container is None else cfg.container.to_wire(),
+                        **extra},
                 context=tgz, start_time=now, task_type=kind, workspace_id=workspace_id,
             )
             self._allocs.request(conn, task_id=task_id, trial_id=None, slots=cfg.slots,
-                                 priority=priority, resource_pool=pool, job_id=job_id)
+                                 priority=priority, resource_pool=pool, job_id=job_id,
+                                 requires=needs(cfg.container is not None))
         self._allocs.schedule_soon()
         return self.get(task_id, kind)
 
@@ -273,7 +285,8 @@ class CommandService:
         with self._engine.begin() as conn:
             store.resumed(conn, row.task_id)
             self._allocs.request(conn, task_id=row.task_id, trial_id=None, slots=res["slots"],
-                                 priority=row.priority, resource_pool=res["resource_pool"], job_id=row.job_id)
+                                 priority=row.priority, resource_pool=res["resource_pool"], job_id=row.job_id,
+                                 requires=needs(bool(row.config.get("container"))))
         self._allocs.schedule_soon()
 
     # -- the AllocationOwner protocol ---------------------------------------------------
@@ -347,7 +360,13 @@ def build_command_spec(
         mounts=tuple(Mount(m["host_path"], m["container_path"], m.get("create"))
                      for m in work_dir_mounts(cmd.config)),
         context_url=None if cmd.context is None else f"/api/v1/tasks/{cmd.task_id}/context_directory",
+        container=Container.from_wire(cmd.config["container"]) if cmd.config.get("container") else None,
     )
+
+
+def needs(container: bool) -> frozenset[str]:
+    """The agent features a task's allocation requires: Docker for one with a container."""
+    return frozenset({"docker"}) if container else frozenset()
 
 
 class OwnerRouter:
