@@ -77,6 +77,6 @@ echo "== mypy baseline: no file gains errors (mypy-baseline.json; scripts/mypy_b
 # (tests/conftest.py). DET_TEST_WORKERS=0 runs them all in this process.
 WORKERS=${DET_TEST_WORKERS:-2}
 XDIST=()
-[ "$WORKERS" != 0 ] && XDIST=(-n "$WORKERS" --dist loadgroup)
+[ "$WORKERS" != 0 ] && XDIST=(-n "$WORKERS" --dist loadfile)
 echo "== pytest (${WORKERS} workers)"
 exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=40 "${XDIST[@]}" "$@"

@@ -16,25 +16,35 @@ from tests import _docker, _wheel
 from tests._master import MasterProcess
 
 PG_DSN = os.environ.get("DET_TEST_PG_DSN")
-#: Under pytest-xdist (scripts/test.sh runs two workers), the tests that share a session-wide
-#: resource run on one worker, so it is made once: the wheel and its venv, the private Docker
-#: daemon. Every other module is a group of its own (its module fixtures are made once).
-_SHARED_GROUPS = {"wheel": "wheel", "wheel_env": "wheel", "docker_engine": "docker"}
+#: Under pytest-xdist (scripts/test.sh runs two workers, ``--dist loadfile``), a module's tests
+#: run on one worker (its module fixtures are made once), and so do the modules that share a
+#: session resource, so it is made once: the wheel and its venv, the private Docker daemon.
+SHARED_RESOURCE = {
+    "tests/browser/test_dashboard.py": "wheel",
+    "tests/integration/test_front_door.py": "wheel",
+    "tests/integration/test_docker_runtime.py": "docker",
+    "tests/integration/test_docker_experiments.py": "docker",
+    "tests/compat/test_docker_stock.py": "docker",
+}
 
 PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)"
 _CREATED: list[str] = []  # databases fresh_pg_database made in this session
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give every test an ``xdist_group`` (read by ``--dist loadgroup``): its shared
-    session resource's, else its module's."""
-    if not getattr(config.option, "numprocesses", None):
-        return
-    for item in items:
-        group = next((g for f, g in _SHARED_GROUPS.items() if f in getattr(item, "fixturenames", ())),
-                     item.nodeid.split("::", 1)[0])
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """(xdist controller) ``--dist loadfile``, with the modules of ``SHARED_RESOURCE`` kept
+    together by resource. (xdist's own ``loadgroup`` marks do not take on pytest 9.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModuleAndResource(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SHARED_RESOURCE.get(module, module)
+
+    return ByModuleAndResource(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._master import ADMIN_PASSWORD, MasterProcess
+from tests._master import ADMIN_PASSWORD, MasterProcess, wait_for
 from tests.integration._exp import COUNTER, counter_config
 
 DET = Path(sys.executable).parent / "det"
@@ -215,7 +215,12 @@ def test_experiment_and_trial_checkpoint_commands(env: dict[str, str], finished_
     DELETED, listed, and never downloaded."""
     exp_id, _ = finished_exp
     trial_id = json.loads(det(env, "e", "describe", str(exp_id), "--json").stdout)["trials"][0]["id"]
-    rows = _csv(det(env, "e", "list-checkpoints", str(exp_id), "--csv").stdout)
+
+    def listed() -> list[dict[str, str]] | None:  # once the end's checkpoint GC has run
+        rows = _csv(det(env, "e", "list-checkpoints", str(exp_id), "--csv").stdout)
+        return rows if any(r["State"] == "DELETED" for r in rows) else None
+
+    rows = wait_for(listed, timeout=60, what="step 5's checkpoint collected")
     assert [(r["Trial ID"], r["# of Batches"], r["State"]) for r in rows] == [
         (str(trial_id), "5", "DELETED"), (str(trial_id), "10", "COMPLETED")]
     assert float(rows[0]["Validation Metric"]) == pytest.approx(0.2)
