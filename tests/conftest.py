@@ -25,6 +25,7 @@ SHARED_RESOURCE = {
     "tests/integration/test_docker_runtime.py": "docker",
     "tests/integration/test_docker_experiments.py": "docker",
     "tests/compat/test_docker_stock.py": "docker",
+    "tests/integration/test_task_isolation.py": "docker",  # its sqlite-docker cluster
 }
 
 PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)"

@@ -8,7 +8,9 @@ beside it), and tries its own tokens against admin-only routes and a few ways to
 test then looks for every secret it knows (admin password, agent token, proxy secret, the
 victim's allocation token and files) anywhere in what the trial printed.
 
-It runs on SQLite and PostgreSQL, on the embedded agent and on a separate ``det-agent``.
+It runs on SQLite and PostgreSQL, on the embedded agent and on a separate ``det-agent``, and
+in containers: a ``det-agent`` of the Docker runtime on the tests' private daemon, both trials'
+configs naming the skeleton image (Debian's python3 from the host's /usr, bound read-only).
 """
 
 from __future__ import annotations
@@ -44,7 +46,10 @@ TERMINAL = {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}
 TASK_ENV = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LC_ALL", "LC_CTYPE", "OPENBLAS_CORETYPE",
             "OPENBLAS_L2_SIZE", "HOME", "USER", "LOGNAME", "PYTHONPATH", "PYTHONUNBUFFERED",
             "CUDA_VISIBLE_DEVICES", "C10D_PORT", "INTER_TRAIN_PROCESS_COMM_PORT_1",
-            "INTER_TRAIN_PROCESS_COMM_PORT_2", "CONFIG_VAR"}
+            "INTER_TRAIN_PROCESS_COMM_PORT_2", "CONFIG_VAR",
+            "HOSTNAME",  # Docker sets it in every container (the host's, on the host network)
+            "PWD"}  # the shell of a container's entrypoint sets it (the working directory)
+USR = [{"host_path": "/usr", "container_path": "/usr", "read_only": True}]
 
 
 @dataclass
@@ -53,33 +58,38 @@ class Cluster:
     admin: Client
     agent_work: Path  # the directory of the agent that runs the tasks
     agent: subprocess.Popen | None = None
+    image: str | None = None  # the trials' image (a Docker agent runs them in containers)
 
 
-def _start_agent(master: MasterProcess, work: Path) -> subprocess.Popen:
+def _start_agent(master: MasterProcess, work: Path, docker_host: str | None = None) -> subprocess.Popen:
     token_file = master.data_dir / "agent_token"
     log = open(work / "agent.log", "ab")
+    runtime = ["--runtime", "docker"] if docker_host else []
     return subprocess.Popen(
         [sys.executable, "-m", "det_agent", "--master", master.url, "--token-file", str(token_file),
-         "--id", "remote", "--slots", "2", "--work-dir", str(work / "agent")],
+         "--id", "remote", "--slots", "2", "--work-dir", str(work / "agent"), *runtime],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        env={**os.environ, "DOCKER_HOST": docker_host} if docker_host else None,
     )
 
 
-@pytest.fixture(params=["sqlite-embedded", "postgres-embedded", "sqlite-det-agent", "postgres-det-agent"],
-                scope="module")
+@pytest.fixture(params=["sqlite-embedded", "postgres-embedded", "sqlite-det-agent", "postgres-det-agent",
+                        "sqlite-docker"], scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     backend, _, where = request.param.partition("-")
+    engine = request.getfixturevalue("docker_engine") if where == "docker" else None
     request.param = backend  # backend_db_url reads it
     db_url = backend_db_url(request)
     work = tmp_path_factory.mktemp("isolation")
-    remote = where == "det-agent"
+    remote = where in ("det-agent", "docker")
     master = MasterProcess(work / "master", db_url=db_url,
                            extra_args=["--no-agent"] if remote else []).start()
-    agent = _start_agent(master, work) if remote else None
+    agent = _start_agent(master, work, engine.host if engine else None) if remote else None
     try:
         admin = master.admin()
         wait_for(lambda: admin.get("/api/v1/agents")["agents"], what="an agent")
-        yield Cluster(master, admin, work / "agent" if remote else master.data_dir / "agent", agent)
+        yield Cluster(master, admin, work / "agent" if remote else master.data_dir / "agent", agent,
+                      engine.image if engine else None)
     finally:
         if agent is not None:
             agent.terminate()
@@ -87,12 +97,14 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         master.stop()
 
 
-def _config(name: str, entrypoint: str, hparams: dict) -> str:
+def _config(name: str, entrypoint: str, hparams: dict, image: str | None = None) -> str:
     return yaml.safe_dump({
         "name": name, "entrypoint": entrypoint, "max_restarts": 0,
         "hyperparameters": {k: {"type": "const", "val": v} for k, v in hparams.items()},
         "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}},
-        "environment": {"environment_variables": ["CONFIG_VAR=from-config"]},
+        "environment": {"environment_variables": ["CONFIG_VAR=from-config"],
+                        **({"image": image} if image else {})},
+        **({"bind_mounts": USR} if image else {}),
     })
 
 
@@ -116,7 +128,7 @@ def _secrets(c: Cluster) -> dict[str, str]:
 
 def _run_attack(c: Cluster, mallory: Client) -> tuple[dict, str, str]:
     """The victim running, then the attack; returns (report, attack log, victim token)."""
-    victim = create_experiment(c.admin, _config("victim", "python3 victim.py", {}), FIXTURES / "victim")
+    victim = create_experiment(c.admin, _config("victim", "python3 victim.py", {}, c.image), FIXTURES / "victim")
     victim_id = victim["experiment"]["id"]
     victim_trial = wait_for(lambda: (ts := trials(c.admin, victim_id)) and ts[0], what="victim trial")
     line = wait_for(lambda: next((ln for ln in trial_log_text(c.admin, victim_trial["id"]).splitlines()
@@ -125,7 +137,7 @@ def _run_attack(c: Cluster, mallory: Client) -> tuple[dict, str, str]:
     hp = {"data_dir": str(c.master.data_dir), "data_files": DATA_FILES,
           "agent_tasks": str(c.agent_work / "tasks"),
           "extra_paths": [str(c.agent_work), str(c.master.data_dir.parent)]}
-    exp = create_experiment(mallory, _config("escalate", "python3 escalate.py", hp), FIXTURES / "escalate")
+    exp = create_experiment(mallory, _config("escalate", "python3 escalate.py", hp, c.image), FIXTURES / "escalate")
     exp_id = exp["experiment"]["id"]
     wait_experiment(mallory, exp_id, TERMINAL, timeout=120)
     log = trial_log_text(mallory, trials(mallory, exp_id)[0]["id"])
@@ -162,6 +174,7 @@ def test_the_environment_is_built_not_inherited(attack) -> None:
                 "DET_JUPYTER_IDENTITY", "DET_DATA_DIR"):
         assert key not in env
     assert env["CONFIG_VAR"] == "from-config" and env["DET_USER"] == "mallory"
+    assert env.get("PWD", "/run/determined/workdir") == "/run/determined/workdir"
 
 
 def test_it_sees_only_its_own_processes(attack) -> None:

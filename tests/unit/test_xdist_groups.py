@@ -10,7 +10,8 @@ from pathlib import Path
 from tests.conftest import SHARED_RESOURCE
 
 ROOT = Path(__file__).resolve().parents[2]
-USES = {"wheel": re.compile(r"\b(wheel|wheel_env)\s*:"), "docker": re.compile(r"\bdocker_engine\s*:")}
+USES = {"wheel": re.compile(r"\b(wheel|wheel_env)\s*:"),
+        "docker": re.compile(r"\bdocker_engine\s*:|getfixturevalue\(\"docker_engine\"\)")}
 
 
 def test_every_module_sharing_a_session_resource_is_grouped() -> None:
