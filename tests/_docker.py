@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -155,3 +156,32 @@ def docker_master(engine: Engine, data_dir: Path, *, slots: int = 2) -> MasterPr
     """A started master whose embedded agent runs the Docker runtime on ``engine``."""
     return MasterProcess(data_dir, slots=slots, env={"DOCKER_HOST": engine.host},
                          extra_args=["--runtime", "docker"]).start()
+
+
+def docker_agent(master: MasterProcess, engine: Engine, work: Path, agent_id: str, *, slots: int = 1,
+                 extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    """A ``det-agent`` process of the Docker runtime on ``engine`` (id ``agent_id``, work dir
+    and log under ``work``), connected to ``master`` with its agent token."""
+    token = (master.data_dir / "agent_token").read_text().strip()
+    log = open(work / f"{agent_id}.log", "ab")  # noqa: SIM115 - the child holds it
+    return subprocess.Popen(
+        [sys.executable, "-m", "det_agent", "--master", master.url, f"--token={token}",
+         "--id", agent_id, "--slots", str(slots), "--work-dir", str(work / agent_id),
+         "--runtime", "docker", *extra],
+        env={**os.environ, "DOCKER_HOST": engine.host},
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def lend_site_packages() -> tuple[str, str | None]:
+    """The test venv's site-packages, and why it cannot be lent to the skeleton image's
+    /usr/bin/python3 (another minor version) or None. An image would have its packages
+    installed; the skeleton borrows ours through PYTHONPATH and a read-only bind mount."""
+    import sysconfig
+
+    site = sysconfig.get_paths()["purelib"]
+    debian = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.version_info[:2])"],
+                            capture_output=True, text=True, check=False).stdout.strip()
+    if debian != str(sys.version_info[:2]):
+        return site, (f"the image's /usr/bin/python3 is {debian or 'missing'}, the test venv's packages "
+                      f"are for {sys.version_info[:2]}: they cannot be lent to it")
+    return site, None

@@ -25,6 +25,8 @@ from tests._docker import Engine
 from tests._master import ApiError, MasterProcess, create_experiment, wait_experiment, wait_for
 from tests.integration._exp import COUNTER, counter_config, submit_counter, trial_log_text, trials
 
+DDP = Path(__file__).parent / "fixtures" / "ddp"
+
 pytestmark = pytest.mark.slow
 
 USR = [{"host_path": "/usr", "container_path": "/usr", "read_only": True}]
@@ -112,17 +114,12 @@ def test_an_image_task_waits_for_an_agent_with_docker_and_says_why(
     procs = []
     try:
         token = (master.data_dir / "agent_token").read_text().strip()
-
-        def agent(agent_id: str, runtime: str, env: dict[str, str]) -> subprocess.Popen:
-            log = open(tmp_path / f"{agent_id}.log", "ab")  # noqa: SIM115 - the child holds it
-            return subprocess.Popen(
-                [sys.executable, "-m", "det_agent", "--master", master.url, f"--token={token}",
-                 "--id", agent_id, "--slots", "1", "--work-dir", str(tmp_path / agent_id),
-                 "--runtime", runtime], env={**os.environ, **env},
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
+        plain_log = open(tmp_path / "plain.log", "ab")  # noqa: SIM115 - the child holds it
         client = master.admin()
-        procs.append(agent("plain", "process", {}))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "det_agent", "--master", master.url, f"--token={token}", "--id", "plain",
+             "--slots", "1", "--work-dir", str(tmp_path / "plain"), "--runtime", "process"],
+            stdout=plain_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 1, what="the process agent")
         img = create_experiment(client, _in_image(docker_engine, length=2), COUNTER)["experiment"]["id"]
         reason = wait_for(lambda: _job_of(client, img).get("waitReason"), what="a wait reason")
@@ -134,7 +131,7 @@ def test_an_image_task_waits_for_an_agent_with_docker_and_says_why(
         assert wait_experiment(client, proc_exp, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120) == "STATE_COMPLETED"
         assert client.get(f"/api/v1/experiments/{img}")["experiment"]["state"] == "STATE_QUEUED"
 
-        procs.append(agent("dock", "docker", {"DOCKER_HOST": docker_engine.host}))
+        procs.append(_docker.docker_agent(master, docker_engine, tmp_path, "dock"))
         assert wait_experiment(client, img, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180) == "STATE_COMPLETED"
         log = trial_log_text(client, trials(client, img)[0]["id"])
         assert "harness=/run/determined/harness/det_harness" in log, log
@@ -224,16 +221,12 @@ def test_a_notebook_with_an_image_is_reached_through_the_proxy(
     path, as an image would have them installed); a kernel cell runs over the proxied
     websocket and says where it runs."""
     import asyncio
-    import sysconfig
 
     from tests.integration import _notebooks as nbh
 
-    debian = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.version_info[:2])"],
-                            capture_output=True, text=True, check=False).stdout.strip()
-    if debian != str(sys.version_info[:2]):
-        pytest.skip(f"the image's /usr/bin/python3 is {debian}, the test venv's packages are for "
-                    f"{sys.version_info[:2]}: they cannot be lent to it")
-    site = sysconfig.get_paths()["purelib"]
+    site, why_not = _docker.lend_site_packages()
+    if why_not:
+        pytest.skip(why_not)
     client = docker_master.admin()
     nb_id = nbh.launch(client, environment={
         "image": docker_engine.image, "environment_variables": [f"PYTHONPATH={site}"]},
@@ -253,3 +246,91 @@ def test_a_notebook_with_an_image_is_reached_through_the_proxy(
     api = docker_engine.api()
     wait_for(lambda: not api.containers(all=True, filters={"label": "ai.det-jupyter.allocation"}),
              timeout=30, what="its container removed")
+
+
+def test_a_two_slot_trial_trains_across_containers_on_two_agents(
+        docker_engine: Engine, tmp_path: Path) -> None:
+    """A gang of two containers, one per Docker agent: torch.distributed's gloo world forms
+    over the host network, both ranks train in step and write one checkpoint."""
+    import json
+
+    import yaml
+
+    site, why_not = _docker.lend_site_packages()
+    if why_not:
+        pytest.skip(why_not)
+    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
+    procs = [_docker.docker_agent(master, docker_engine, tmp_path, name) for name in ("node-a", "node-b")]
+    try:
+        client = master.admin()
+        wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 2, what="two Docker agents")
+        config = {
+            "name": "dist", "entrypoint": "python3 -m det_harness.launch.torch_distributed python3 train.py",
+            "hyperparameters": {"length": 20},
+            "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 20}},
+            "resources": {"slots_per_trial": 2}, "max_restarts": 0,
+            "environment": {"image": docker_engine.image, "environment_variables": [f"PYTHONPATH={site}"]},
+            "bind_mounts": [*USR, {"host_path": site, "container_path": site, "read_only": True}],
+        }
+        exp_id = create_experiment(client, yaml.safe_dump(config), DDP)["experiment"]["id"]
+        state = wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=240)
+        (trial,) = trials(client, exp_id)
+        text = trial_log_text(client, trial["id"])
+        assert state == "STATE_COMPLETED", text[-3000:]
+        by_rank = {(e["result"].get("rankId"), e["result"]["message"].strip())
+                   for e in client.get(f"/api/v1/trials/{trial['id']}/logs")}
+        assert {(0, "worker 0 done"), (1, "worker 1 done")} <= by_rank, text[-3000:]
+        ckpts = client.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+        latest = max(ckpts, key=lambda c: c["metadata"]["steps_completed"])
+        assert latest["metadata"]["steps_completed"] == 20
+        assert {"rank-0.json", "rank-1.json"} <= set(latest["resources"]), latest["resources"]
+        root = master.data_dir / "checkpoints" / latest["uuid"]
+        weights = [json.loads((root / f"rank-{r}.json").read_text())["weight"] for r in (0, 1)]
+        assert weights[0] == weights[1]  # the replicas stayed in step
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+        master.stop()
+
+
+def test_a_sigtermed_docker_agent_hands_its_trial_over_without_a_restart(
+        docker_engine: Engine, tmp_path: Path) -> None:
+    """SIGTERM to a Docker agent: the master preempts its trial, which checkpoints in its
+    container and exits; the agent leaves; the trial resumes in a container on the other
+    agent from that checkpoint, its restart count unchanged."""
+    import signal
+
+    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
+    agents = {name: _docker.docker_agent(master, docker_engine, tmp_path, name, extra=("--drain-timeout", "20"))
+              for name in ("left", "right")}
+    try:
+        client = master.admin()
+        wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 2, what="two Docker agents")
+        exp_id = create_experiment(client, _in_image(docker_engine, length=200, sleep=0.1, ckpt_every=5),
+                                   COUNTER)["experiment"]["id"]
+        wait_for(lambda: (ts := trials(client, exp_id)) and "run 1 starting" in trial_log_text(client, ts[0]["id"]),
+                 timeout=120, what="the trial running")
+        trial_id = trials(client, exp_id)[0]["id"]
+        live = client.get("/api/v1/tasks")["allocationIdToSummary"]
+        first = next(iter(next(iter(live.values()))["resources"][0]["agentDevices"]))
+        wait_for(lambda: client.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"], what="a checkpoint")
+        agents[first].send_signal(signal.SIGTERM)
+        assert agents[first].wait(timeout=60) == 0, "the agent exits on its own once its task left"
+        assert wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=240) == "STATE_COMPLETED"
+        trial = client.get(f"/api/v1/trials/{trial_id}")["trial"]
+        log = trial_log_text(client, trial_id)
+        assert trial["restarts"] == 0, log[-3000:]
+        preempted_at = int(log.split("preempted at step ")[1].split()[0])
+        assert f"run 2 starting at step {preempted_at}" in log
+        assert log.count("harness=/run/determined/harness/det_harness") == 2  # both runs in containers
+        api = docker_engine.api()
+        assert api.containers(all=True, filters={"label": "ai.det-jupyter.allocation"}) == []
+    finally:
+        for proc in agents.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in agents.values():
+            proc.wait(timeout=30)
+        master.stop()
