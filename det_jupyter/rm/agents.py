@@ -59,6 +59,11 @@ class AgentHandle:
     #: tasks with an image in containers (its hello's ``containers``).
     features: frozenset[str] = frozenset()
 
+    def slot_type(self, slot_ids: Sequence[int]) -> str:
+        """The device type of these slots: ``cuda`` or ``rocm`` when any is, else ``cpu``."""
+        types = {s.type for s in self.slots if s.id in slot_ids}
+        return next((t for t in ("cuda", "rocm") if t in types), "cpu")
+
     def taken(self) -> set[int]:
         return {s for ids in self.used.values() for s in ids}
 
@@ -396,7 +401,8 @@ class AgentRM:
         for alloc_id, placement in assignments.items():
             if any(p.agent_id not in self.agents for p in placement):
                 continue
-            gangs[alloc_id] = [Container(p.agent_id, tuple(p.slot_ids), self.agents[p.agent_id].address)
+            gangs[alloc_id] = [Container(p.agent_id, tuple(p.slot_ids), self.agents[p.agent_id].address,
+                                         self.agents[p.agent_id].slot_type(p.slot_ids))
                                for p in placement]
         if not gangs:
             return 0

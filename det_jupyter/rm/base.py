@@ -24,11 +24,14 @@ from .. import scheduler
 
 @dataclass(frozen=True)
 class Container:
-    """One agent's part of an allocation: its slots there and the address peers reach it at."""
+    """One agent's part of an allocation: its slots there, the address peers reach it at, and
+    its slots' device type (``cuda``, ``rocm`` or ``cpu``: picks per-device images and
+    environment variables)."""
 
     agent_id: str
     slot_ids: tuple[int, ...]
     address: str = "127.0.0.1"
+    slot_type: str = "cpu"
 
 
 class UnknownAllocation(LookupError):

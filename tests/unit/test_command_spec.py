@@ -81,3 +81,18 @@ def test_a_notebook_mounts_its_work_dir_created_for_its_account() -> None:
     assert spec.mounts == (Mount("/data/nb/alice", "/data/nb/alice", create=True),)
     assert spec.env["JUPYTER_TOKEN"] == spec.env["DET_PROXY_TOKEN"] == UPSTREAM
     assert spec.context_url is None and spec.slot_ids == (0, 1)
+
+
+def test_a_command_gets_the_image_of_its_slots_device_type() -> None:
+    from det_jupyter.services.interactive.commands import CommandConfig
+
+    cfg = CommandConfig.parse({"entrypoint": "nvidia-smi", "environment": {
+        "image": {"cpu": "team/cpu:1", "cuda": "team/gpu:1"}}})
+    stored = {t: None if c is None else c.to_wire() for t, c in cfg.containers.items()}
+    cmd = SimpleNamespace(task_id="cmd-1", task_type="COMMAND", context=None,
+                          config={"entrypoint": "nvidia-smi", "env": {}, "container": stored})
+    gang = Gang((Container("g", (0,), "10.0.0.1", "cuda"),), 29404, 29405)
+    spec = build_command_spec(cmd, "cmd-1.1", gang, 0, "tok", "alice", IDENT, upstream=None, allow_root=False)
+    assert spec.container is not None and spec.container.image == "team/gpu:1"
+    plain = CommandConfig.parse({"entrypoint": "true"})
+    assert not plain.in_container  # no image: a process on every device type

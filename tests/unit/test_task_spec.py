@@ -72,3 +72,19 @@ def test_port_blocks_stay_below_the_ephemeral_range() -> None:
     ports = {free_port(set(), block) for block in range(PORT_BLOCKS + 5)}
     assert len(ports) == PORT_BLOCKS
     assert min(ports) == PORT_BASE and max(ports) + PORT_BLOCK - 1 < 32768
+
+
+def test_each_container_gets_the_image_and_variables_of_its_slots_device_type() -> None:
+    """0.38.1's per-device ``environment.image`` and ``environment_variables``: a container on
+    cuda slots gets the cuda entries, one on cpu slots the cpu entries."""
+    cfg = {"entrypoint": "python3 train.py", "checkpoint_storage": {"type": "shared_fs", "host_path": "/ckpt"},
+           "environment": {"image": {"cpu": "team/cpu:1", "cuda": "team/gpu:1", "rocm": "team/rocm:1"},
+                           "environment_variables": {"cpu": ["WHERE=cpu"], "cuda": ["WHERE=cuda"]}}}
+    run = TrialRun(allocation_id="7.x.2", task_id="7.x", trial_id=3, experiment_id=7, run_id=1, seed=11,
+                   hparams={}, latest_checkpoint=None, steps=0, config=cfg, config_json=json.dumps(cfg),
+                   owner="alice")
+    gang = Gang((Container("g", (0,), "10.0.0.1", "cuda"), Container("c", (0,), "10.0.0.2", "cpu")), 29404, 29405)
+    on_gpu, on_cpu = (build_trial_spec(run, gang, rank, "tok", IDENT) for rank in (0, 1))
+    assert on_gpu.container is not None and on_gpu.container.image == "team/gpu:1"
+    assert on_cpu.container is not None and on_cpu.container.image == "team/cpu:1"
+    assert (on_gpu.env["WHERE"], on_cpu.env["WHERE"]) == ("cuda", "cpu")

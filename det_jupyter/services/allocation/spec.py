@@ -120,7 +120,7 @@ def build_trial_spec(run: TrialRun, gang: Gang, rank: int, token: str, ident: Ma
     cfg = dict(run.config)
     storage = cfg.get("checkpoint_storage") or {}
     env = {
-        **expconf.environment_variables(cfg, "cpu"),
+        **expconf.environment_variables(cfg, me.slot_type),
         **master_env(ident),
         **task_env(run.task_id, run.allocation_id, rank, token, run.owner, "TRIAL"),
         "DET_EXPERIMENT_ID": str(run.experiment_id),
@@ -177,7 +177,7 @@ def build_trial_spec(run: TrialRun, gang: Gang, rank: int, token: str, ident: Ma
         info_files=info,
         mounts=tuple(mounts),
         context_digest=run.context_digest,
-        # environment.image: a container of it (the agent's Docker runtime); none: a process.
-        # The cpu entry of a per-device image: gangs do not carry their slots' device type yet.
-        container=expconf.container_for(cfg, "cpu"),
+        # environment.image (the entry of its slots' device type): a container of it (the
+        # agent's Docker runtime); none: a process.
+        container=expconf.container_for(cfg, me.slot_type),
     )

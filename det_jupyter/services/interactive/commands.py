@@ -7,6 +7,7 @@ preemptible), and it runs once: its exit ends it, whatever the code.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shlex
@@ -46,6 +47,9 @@ DEFAULT_PRIORITY = 42
 _CLI = {"COMMAND": "cmd", generic.KIND: "task", **{k: v.cli for k, v in KINDS.items()}}
 
 
+SLOT_TYPES = ("cpu", "cuda", "rocm")  # the device types a container is chosen for
+
+
 @dataclass(frozen=True)
 class CommandConfig:
     """What a command runs and on what: validated from ``v1LaunchCommandRequest.config``."""
@@ -56,8 +60,13 @@ class CommandConfig:
     resource_pool: str
     description: str
     env: dict[str, str]
-    #: environment.image (and the other container keys): its container; None: a process.
-    container: Container | None = None
+    #: environment.image (and the other container keys): its container on slots of each
+    #: device type (cpu, cuda, rocm); None: a process there.
+    containers: Mapping[str, Container | None] = dataclasses.field(default_factory=dict)
+
+    @property
+    def in_container(self) -> bool:
+        return any(c is not None for c in self.containers.values())
 
     @classmethod
     def parse(cls, raw: Any) -> CommandConfig:
@@ -92,7 +101,8 @@ class CommandConfig:
         line = entrypoint if isinstance(entrypoint, str) else shlex.join(entrypoint)
         desc = raw.get("description") or f"Command ({line[:40]})"
         expconf.validate_container_keys(raw)  # 400 naming the key, as for experiments
-        return cls(entrypoint, slots, priority, pool, str(desc), env, expconf.container_for(raw, "cpu"))
+        return cls(entrypoint, slots, priority, pool, str(desc), env,
+                   {t: expconf.container_for(raw, t) for t in SLOT_TYPES})
 
 
 class CommandService:
@@ -178,13 +188,13 @@ class CommandService:
                 config={"entrypoint": cfg.entrypoint, "resources": {"slots": cfg.slots,
                         "priority": priority, "resource_pool": pool}, "env": cfg.env,
                         "description": cfg.description,
-                        "container": None if cfg.container is None else cfg.container.to_wire(),
+                        "container": {t: None if c is None else c.to_wire() for t, c in cfg.containers.items()},
                         **extra},
                 context=tgz, start_time=now, task_type=kind, workspace_id=workspace_id,
             )
             self._allocs.request(conn, task_id=task_id, trial_id=None, slots=cfg.slots,
                                  priority=priority, resource_pool=pool, job_id=job_id,
-                                 requires=needs(cfg.container is not None))
+                                 requires=needs(cfg.in_container))
         self._allocs.schedule_soon()
         return self.get(task_id, kind)
 
@@ -286,7 +296,7 @@ class CommandService:
             store.resumed(conn, row.task_id)
             self._allocs.request(conn, task_id=row.task_id, trial_id=None, slots=res["slots"],
                                  priority=row.priority, resource_pool=res["resource_pool"], job_id=row.job_id,
-                                 requires=needs(bool(row.config.get("container"))))
+                                 requires=needs(any((row.config.get("container") or {}).values())))
         self._allocs.schedule_soon()
 
     # -- the AllocationOwner protocol ---------------------------------------------------
@@ -360,8 +370,14 @@ def build_command_spec(
         mounts=tuple(Mount(m["host_path"], m["container_path"], m.get("create"))
                      for m in work_dir_mounts(cmd.config)),
         context_url=None if cmd.context is None else f"/api/v1/tasks/{cmd.task_id}/context_directory",
-        container=Container.from_wire(cmd.config["container"]) if cmd.config.get("container") else None,
+        container=_container_on(cmd.config.get("container"), c.slot_type),
     )
+
+
+def _container_on(stored: Any, slot_type: str) -> Container | None:
+    """The task's container on slots of ``slot_type`` (its stored per-device wire forms)."""
+    wire = stored.get(slot_type) if isinstance(stored, dict) else None
+    return Container.from_wire(wire) if wire else None
 
 
 def needs(container: bool) -> frozenset[str]:
