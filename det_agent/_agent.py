@@ -148,7 +148,8 @@ class Agent:
                 task_python=task_python,
             )
             if self.containers == "docker":
-                docker = DockerRuntime(work_dir, agent_id=agent_id, slots=self.slots, task_user=task_user)
+                docker = DockerRuntime(work_dir, agent_id=agent_id, slots=self.slots, task_user=task_user,
+                                       on_pulling=self._on_pulling)
                 self.runtime = MixedRuntime(process, docker)
                 log.info("tasks that name an image run in Docker at %s", docker.host)
             else:
@@ -455,6 +456,9 @@ class Agent:
             self._send(wire.TaskStarted(allocation_id, pid).to_wire())
 
     # -- runtime callbacks ----------------------------------------------------------------
+
+    def _on_pulling(self, allocation_id: str, image: str) -> None:
+        self._send(wire.TaskPulling(allocation_id, image).to_wire())
 
     def _on_log(self, allocation_id: str, lines: list[LogLine]) -> None:
         self._send(wire.Logs(allocation_id, tuple(lines)).to_wire())

@@ -7,7 +7,7 @@ protocol") describes the same objects; the dicts ``to_wire`` gives are that form
 
 Master → agent: :class:`Welcome`, :class:`Refused`, :class:`StartTask` (with a
 :class:`TaskSpec`), :class:`KillTask`, :class:`Ack`. Agent → master: :class:`Hello`,
-:class:`SlotStatsReport`, :class:`TaskStarted`, :class:`Logs`, :class:`TaskExited`,
+:class:`SlotStatsReport`, :class:`TaskPulling`, :class:`TaskStarted`, :class:`Logs`, :class:`TaskExited`,
 :class:`Leaving`. The three task frames go through the agent's outbox, which numbers them
 (``id``); the master acknowledges them with an :class:`Ack`.
 
@@ -30,7 +30,7 @@ __all__ = [
     "AGENT_FRAMES", "MASTER_FRAMES", "Ack", "AgentFrame", "BindMount", "Container", "Device", "Hello",
     "KillTask", "Leaving",
     "LogLine", "Logs", "MasterFrame", "Mount", "Refused", "RunAs", "Slot", "SlotStats",
-    "SlotStatsReport", "StartTask", "TaskExited", "TaskSpec", "TaskStarted", "Welcome",
+    "SlotStatsReport", "StartTask", "TaskExited", "TaskPulling", "TaskSpec", "TaskStarted", "Welcome",
     "parse_agent_frame", "parse_master_frame",
 ]
 
@@ -469,6 +469,26 @@ class TaskStarted:
 
 
 @dataclass(frozen=True)
+class TaskPulling:
+    """The task's image is being pulled before its container is created (the task shows
+    PULLING until its ``task_started``). ``id``: its outbox number, once it has one."""
+
+    TYPE: ClassVar[str] = "task_pulling"
+    allocation_id: str
+    image: str
+    id: int | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return _with_id({"type": self.TYPE, "allocation_id": self.allocation_id, "image": self.image}, self.id)
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> TaskPulling:
+        d = check.frame_of(raw, cls.TYPE)
+        return cls(check.string(d, "allocation_id", cls.TYPE), check.string(d, "image", cls.TYPE),
+                   check.opt_integer(d, "id", cls.TYPE))
+
+
+@dataclass(frozen=True)
 class Logs:
     """A batch of the task's log lines, in order (``seq`` counts per container)."""
 
@@ -528,11 +548,11 @@ class Leaving:
 
 
 MasterFrame: TypeAlias = Welcome | Refused | StartTask | KillTask | Ack
-AgentFrame: TypeAlias = Hello | SlotStatsReport | TaskStarted | Logs | TaskExited | Leaving
+AgentFrame: TypeAlias = Hello | SlotStatsReport | TaskPulling | TaskStarted | Logs | TaskExited | Leaving
 #: Each side's frames by their ``type``.
 MASTER_FRAMES: Mapping[str, Any] = {f.TYPE: f for f in (Welcome, Refused, StartTask, KillTask, Ack)}
 AGENT_FRAMES: Mapping[str, Any] = {
-    f.TYPE: f for f in (Hello, SlotStatsReport, TaskStarted, Logs, TaskExited, Leaving)
+    f.TYPE: f for f in (Hello, SlotStatsReport, TaskPulling, TaskStarted, Logs, TaskExited, Leaving)
 }
 
 

@@ -131,7 +131,8 @@ class DockerRuntime(Runtime):
     the account an agent running as root runs unlinked users' tasks as (a linked user's run
     as the spec's ``run_as``; an agent that is not root runs them as itself). ``mem_limit``:
     bytes every container may use (None: no limit). ``kill_grace``: seconds a killed
-    container has between SIGTERM and SIGKILL. The engine is reached lazily: use
+    container has between SIGTERM and SIGKILL. ``on_pulling(allocation_id, image)``: called
+    when a task's image must be pulled first (the agent tells the master: PULLING). The engine is reached lazily: use
     :func:`probe` to check it first. Containers of this agent left by an earlier agent
     process are removed before the first task starts.
     """
@@ -148,6 +149,7 @@ class DockerRuntime(Runtime):
         task_user: str | None = None,
         mem_limit: int | None = None,
         kill_grace: float = KILL_GRACE,
+        on_pulling: Callable[[str, str], None] | None = None,
     ) -> None:
         if mem_limit is not None and mem_limit < 6 * 1024 * 1024:
             raise ValueError(f"mem_limit must be at least 6 MiB (Docker's minimum), got {mem_limit}")
@@ -161,6 +163,7 @@ class DockerRuntime(Runtime):
         self._task_user = task_user or DEFAULT_TASK_USER
         self._mem_limit = mem_limit
         self._kill_grace = kill_grace
+        self._on_pulling = on_pulling
         self._tasks: dict[str, _Task] = {}
         self._contexts = ContextCache(os.path.join(self._work_dir, "contexts"))
         self._api: Any = None
@@ -353,6 +356,8 @@ class DockerRuntime(Runtime):
             loop.call_soon_threadsafe(add, stdtype, [text + "\n"])
 
         say("stdout", f"Pulling image {image}")
+        if self._on_pulling is not None:
+            self._on_pulling(task.allocation_id, image)
         repo, tag = image_ref(image)
         auth = dict(container["registry_auth"]) if container.get("registry_auth") else None
 

@@ -259,6 +259,8 @@ class AgentRM:
                 agent.stats = {s.id: s for s in frame.slots}
         elif isinstance(frame, wire.Leaving):
             self.leaving(agent_id, float(frame.timeout_s))
+        elif isinstance(frame, wire.TaskPulling):
+            self._allocs.pulling(frame.allocation_id)
         elif isinstance(frame, wire.TaskStarted):
             self._allocs.started(frame.allocation_id)
         elif isinstance(frame, wire.Logs):

@@ -104,6 +104,9 @@ class AllocationPort(Protocol):
     def find_task(self, allocation_id: str) -> tuple[str, int | None] | None:
         """The allocation's task id and trial id (None: not a trial's); None when unknown."""
 
+    def pulling(self, allocation_id: str) -> None:
+        """Its agent pulls the image its container needs (before ``started``)."""
+
     def started(self, allocation_id: str) -> None:
         """Its container started."""
 

@@ -58,7 +58,7 @@ def _json_text(value: Any) -> str:
 
 
 def job_summary(v: ExperimentView) -> dict[str, Any]:
-    state = "STATE_SCHEDULED" if ({"ASSIGNED", "RUNNING"} & v.alloc_states) else "STATE_QUEUED"
+    state = "STATE_SCHEDULED" if ({"ASSIGNED", "PULLING", "RUNNING"} & v.alloc_states) else "STATE_QUEUED"
     return {"state": state, "jobsAhead": 0}
 
 

@@ -61,6 +61,8 @@ def run_state(stored: str, alloc_states: set[str]) -> str:
         return "STATE_" + stored
     if "RUNNING" in alloc_states:
         return "STATE_RUNNING"
+    if "PULLING" in alloc_states:
+        return "STATE_PULLING"
     if "ASSIGNED" in alloc_states:
         return "STATE_STARTING"
     if "PENDING" in alloc_states:

@@ -57,7 +57,8 @@ class TaskContextHandler(DetHandler):
 
 
 #: allocation state -> ``taskv1State``
-_ALLOC_STATE = {"PENDING": "STATE_QUEUED", "ASSIGNED": "STATE_STARTING", "RUNNING": "STATE_RUNNING",
+_ALLOC_STATE = {"PENDING": "STATE_QUEUED", "ASSIGNED": "STATE_STARTING", "PULLING": "STATE_PULLING",
+                "RUNNING": "STATE_RUNNING",
                 "TERMINATING": "STATE_TERMINATING", "TERMINATED": "STATE_TERMINATED"}
 #: Kinds whose readiness is their server answering (the proxy's probe), not their process running.
 _PROBED = ("NOTEBOOK", "TENSORBOARD")

@@ -146,7 +146,8 @@ class AgentSession:
         if isinstance(frame, wire.Hello):
             self._on_hello(frame)
         elif self._hello:
-            frame_id = frame.id if isinstance(frame, (wire.TaskStarted, wire.Logs, wire.TaskExited)) else None
+            frame_id = frame.id if isinstance(frame, (wire.TaskPulling, wire.TaskStarted, wire.Logs,
+                                                      wire.TaskExited)) else None
             try:
                 self.master.rm.handle(self.agent_id, frame)
             except Exception:

@@ -19,11 +19,12 @@ from . import _tables as t
 #: The allocation states as stored (``services.common.states.AllocState``'s values).
 PENDING = "PENDING"
 ASSIGNED = "ASSIGNED"
+PULLING = "PULLING"  # its agent pulls the image its container needs
 RUNNING = "RUNNING"
 TERMINATING = "TERMINATING"
 TERMINATED = "TERMINATED"
 #: The states of an allocation that holds slots.
-LIVE_STATES = (ASSIGNED, RUNNING, TERMINATING)
+LIVE_STATES = (ASSIGNED, PULLING, RUNNING, TERMINATING)
 
 _P = sa.bindparam
 _A = t.allocations.c
@@ -60,8 +61,13 @@ _TERMINATE = (
 )
 _RUNNING = (
     sa.update(t.allocations)
-    .where(_A.allocation_id.in_(_P("ids", expanding=True)), _A.state == ASSIGNED)
+    .where(_A.allocation_id.in_(_P("ids", expanding=True)), _A.state.in_([ASSIGNED, PULLING]))
     .values(state=RUNNING)
+)
+_PULLING = (
+    sa.update(t.allocations)
+    .where(_A.allocation_id == _P("target"), _A.state == ASSIGNED)
+    .values(state=PULLING)
 )
 # Preempt and kill, each one statement where the allocation has started: a pending one ends
 # instead, an ended one stays as it is.
@@ -138,8 +144,13 @@ def assigned_by_token(conn: sa.Connection, token_hashes: Sequence[str]) -> list[
     return list(conn.execute(_ASSIGNED_BY_TOKEN, {"hashes": list(token_hashes)}))
 
 
+def mark_pulling(conn: sa.Connection, allocation_id: str) -> bool:
+    """An ASSIGNED allocation becomes PULLING (its agent pulls its image); False otherwise."""
+    return conn.execute(_PULLING, {"target": allocation_id}).rowcount == 1
+
+
 def mark_running(conn: sa.Connection, allocation_ids: Sequence[str]) -> None:
-    """ASSIGNED allocations of ``allocation_ids`` become RUNNING (others stay as they are)."""
+    """ASSIGNED or PULLING allocations of ``allocation_ids`` become RUNNING (others stay)."""
     conn.execute(_RUNNING, {"ids": list(allocation_ids)})
 
 

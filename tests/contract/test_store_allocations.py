@@ -109,6 +109,21 @@ def test_assign_then_start(allocs: AllocationService, engine: sa.Engine) -> None
     assert [r.allocation_id for r in allocs.live_allocations()] == [alloc_id]
 
 
+def test_an_allocation_whose_image_is_pulled_is_pulling_until_it_starts(
+        allocs: AllocationService, engine: sa.Engine) -> None:
+    alloc_id = request(engine, allocs, "task-a")
+    allocs.pulling(alloc_id)  # not placed yet: nothing changes
+    assert allocs.get(alloc_id).state == "PENDING"
+    allocs.assign(alloc_id, [Container("agent-1", (0,))])
+    allocs.pulling(alloc_id)
+    assert allocs.get(alloc_id).state == "PULLING"
+    assert [r.allocation_id for r in allocs.live_allocations()] == [alloc_id]  # it holds its slots
+    allocs.started(alloc_id)
+    assert allocs.get(alloc_id).state == "RUNNING"
+    allocs.pulling(alloc_id)  # a late or repeated frame does not go back
+    assert allocs.get(alloc_id).state == "RUNNING"
+
+
 def test_token_names_the_allocation_and_experiment_owner(
     allocs: AllocationService, engine: sa.Engine
 ) -> None:

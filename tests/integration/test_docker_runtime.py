@@ -206,13 +206,17 @@ def test_a_task_that_ignores_sigterm_is_sigkilled_after_the_grace(tmp_path, dock
 def test_a_missing_image_fails_with_the_pull_error(tmp_path, docker_engine: Engine) -> None:
     spec = _spec("dk.pull", "true", "det-no-such-image:1")
 
+    pulls: list[tuple[str, str]] = []
+
     async def scenario() -> tuple[Recorder, float]:
         rec = Recorder()
         t0 = time.monotonic()
-        assert await _runtime(tmp_path, docker_engine).start(spec, rec.on_log, rec.on_exit) is None
+        rt = _runtime(tmp_path, docker_engine, on_pulling=lambda a, image: pulls.append((a, image)))
+        assert await rt.start(spec, rec.on_log, rec.on_exit) is None
         return rec, time.monotonic() - t0
 
     rec, took = asyncio.run(scenario())
+    assert pulls == [("dk.pull", "det-no-such-image:1")]  # the agent tells the master: PULLING
     code, reason = rec.exits["dk.pull"]
     assert code == 1 and reason and reason.startswith("pulling image det-no-such-image:1 failed: ")
     assert rec.text("dk.pull", "stdout")[0] == "Pulling image det-no-such-image:1\n"

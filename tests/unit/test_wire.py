@@ -25,6 +25,7 @@ from det_agent.wire import (
     SlotStatsReport,
     StartTask,
     TaskExited,
+    TaskPulling,
     TaskSpec,
     TaskStarted,
     Welcome,
@@ -63,6 +64,8 @@ FRAMES: list[tuple[Any, dict[str, Any]]] = [
     (SlotStatsReport((SlotStats(0, 40, 1 << 30, 80 << 30),)),
      {"type": "slot_stats", "slots": [{"id": 0, "gpu_util": 40, "mem_used": 1 << 30, "mem_total": 80 << 30}]}),
     (TaskStarted("1.a.1", 42), {"type": "task_started", "allocation_id": "1.a.1", "pid": 42}),
+    (TaskPulling("1.a.1", "team/img:1", id=2),
+     {"type": "task_pulling", "allocation_id": "1.a.1", "image": "team/img:1", "id": 2}),
     (TaskStarted("1.a.1", 42, id=3), {"type": "task_started", "allocation_id": "1.a.1", "pid": 42, "id": 3}),
     (Logs("1.a.1", (LINE,)),
      {"type": "logs", "allocation_id": "1.a.1", "lines": [

@@ -224,6 +224,14 @@ class AllocationService:
                 port=gang.rendezvous_port, task=(alloc.task_id, alloc.trial_id))
         return {allocation_id: specs for allocation_id, (specs, _, _) in placed.items()}
 
+    def pulling(self, allocation_id: str) -> None:
+        """The agent pulls the image of its container: PULLING until it starts (rare and
+        slow next to a pull, so written at once)."""
+        with self._single.begin() as conn:
+            changed = store.mark_pulling(conn, allocation_id)
+        if changed:
+            self.on_change()
+
     def started(self, allocation_id: str) -> None:
         """The agent started it. Starts that arrive in one event-loop turn are written in one
         statement at the end of the turn, in the transaction that ends the turn's exits (at

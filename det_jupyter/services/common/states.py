@@ -61,9 +61,11 @@ def can_transition(src: State, dst: State) -> bool:
 class AllocState(str, enum.Enum):
     PENDING = "PENDING"
     ASSIGNED = "ASSIGNED"
+    PULLING = "PULLING"
     RUNNING = "RUNNING"
     TERMINATING = "TERMINATING"
     TERMINATED = "TERMINATED"
 
 
-LIVE_ALLOC = (AllocState.ASSIGNED.value, AllocState.RUNNING.value, AllocState.TERMINATING.value)
+LIVE_ALLOC = (AllocState.ASSIGNED.value, AllocState.PULLING.value, AllocState.RUNNING.value,
+              AllocState.TERMINATING.value)
