@@ -118,6 +118,12 @@ class DetJupyterApp(ExtensionApp):
         25.0, config=True,
         help="Seconds an agent may stay disconnected before its tasks are considered lost.",
     )
+    hub_api_url = Unicode(
+        "", config=True,
+        help="JupyterHub's API URL (http://HUB/hub/api): tokens the hub issued are accepted, their "
+        "users being det users of the same name. The hub service token comes from "
+        "JUPYTERHUB_API_TOKEN. Empty: no hub.",
+    )
     master_config = Unicode(
         "", config=True,
         help="Path of a Determined-style master.yaml; its resource_manager and resource_pools "
@@ -240,6 +246,8 @@ class DetJupyterApp(ExtensionApp):
             notebook_idle_check_s=self.notebook_idle_check,
             tensorboard_timeout_s=self.tensorboard_timeout or None,
             default_user_role=self.default_user_role,
+            hub_api_url=self.hub_api_url or os.environ.get("DET_HUB_API_URL") or None,
+            hub_service_token=os.environ.get("JUPYTERHUB_API_TOKEN") or None,
         ))
         if self.master.generated_password and password is None:
             self._keep_generated_password(self.master.generated_password)

@@ -18,6 +18,7 @@ from .services.access.rbac import RbacService
 from .services.access.resolver import AccessService
 from .services.accounts.auth import AuthService
 from .services.accounts.groups import GroupService
+from .services.accounts.hub import HubAuth
 from .services.accounts.tokens import TokenService
 from .services.accounts.users import UserService
 from .services.allocation.logs import LogService
@@ -78,6 +79,8 @@ class MasterSettings:
     notebook_idle_check_s: float = 30.0  # seconds between looks at notebooks' activity
     tensorboard_timeout_s: float | None = 300.0  # default idle_timeout of TensorBoards
     default_user_role: str = "Editor"  # what a new user gets on Uncategorized ("" for nothing)
+    hub_api_url: str | None = None  # JupyterHub's API (its users' tokens are accepted)
+    hub_service_token: str | None = None  # the master's own token as the hub's service
 
 
 class Master:
@@ -121,6 +124,8 @@ class Master:
         self.users = UserService(engine, clock, self.auth, self.rbac)
         self.groups = GroupService(engine, self.rbac)
         self.tokens = TokenService(engine, clock, self.auth)
+        self.hub_auth = None if not settings.hub_api_url else HubAuth(
+            settings.hub_api_url, settings.hub_service_token or "", self.auth)
         self.generated_password = self.auth.bootstrap(settings.initial_password)
         bootstrap.ensure_uncategorized(engine, clock.now())
         if self.generated_password is not None:  # a new database: admin and determined get roles
@@ -188,7 +193,8 @@ class Master:
             engine, clock, self.allocations, self.identity, sealer=Sealer(sealing_key), resources=resources,
             notebook_root=settings.notebook_dir or os.path.join(settings.data_dir, "notebooks"),
             notebook_timeout_s=settings.notebook_timeout_s,
-            kind_defaults={"tensorboard_timeout_s": settings.tensorboard_timeout_s})
+            kind_defaults={"tensorboard_timeout_s": settings.tensorboard_timeout_s},
+            hub_token=settings.hub_service_token)
         self.commands.seal_plaintext()  # rows written before sealing
         self.commands.admit = Admission(self.pool_bindings, self.config_policies)
         self.generic_tasks = GenericTasks(self.commands)

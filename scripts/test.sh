@@ -48,6 +48,16 @@ if ! command -v dockerd >/dev/null && [ "$(id -u)" = 0 ]; then
     || echo "test.sh: docker.io could not be installed; the Docker runtime tests will skip" >&2
 fi
 
+# JupyterHub's proxy for tests/integration/test_jupyterhub.py: configurable-http-proxy from npm,
+# cached outside the clone by version (the tests skip, saying why, without it).
+CHP_VERSION=5.3.0
+export DET_CHP_DIR=${DET_CHP_DIR:-$HOME/.cache/det-jupyter/chp-$CHP_VERSION}
+if [ ! -x "$DET_CHP_DIR/node_modules/.bin/configurable-http-proxy" ] && command -v npm >/dev/null; then
+  { mkdir -p "$DET_CHP_DIR" && (cd "$DET_CHP_DIR" && npm install --silent --no-audit --no-fund \
+      "configurable-http-proxy@$CHP_VERSION" >/dev/null); } \
+    || echo "test.sh: configurable-http-proxy could not be installed; the JupyterHub tests will skip" >&2
+fi
+
 # The stock determined client lives in a venv of its own (it ships its own `det`), with torch
 # and tensorboard, which its Core API imports at init. Never installed into .venv.
 DET_VENV=${DET_COMPAT_VENV:-$PWD/.venv-det}

@@ -61,6 +61,8 @@ def _serve(args: argparse.Namespace) -> int:
         cfg.DetJupyterApp.agent_runtime = args.runtime
     if args.agent_reconnect_wait is not None:
         cfg.DetJupyterApp.agent_reconnect_wait = args.agent_reconnect_wait
+    if args.hub_api_url:
+        cfg.DetJupyterApp.hub_api_url = args.hub_api_url
     if args.proxy_port is not None:
         cfg.DetJupyterApp.proxy_port = args.proxy_port
     app = ServerApp(config=cfg)
@@ -128,6 +130,8 @@ def _up(args: argparse.Namespace) -> int:
         argv += ["--runtime", args.runtime]
     if args.agent_reconnect_wait is not None:
         argv += ["--agent-reconnect-wait", str(args.agent_reconnect_wait)]
+    if args.hub_api_url:
+        argv += ["--hub-api-url", args.hub_api_url]
     if args.no_agent:
         argv += ["--no-agent"]
     if args.proxy_port is not None:
@@ -254,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "DOCKER_HOST or /var/run/docker.sock), docker, or process")
     up.add_argument("--agent-reconnect-wait", type=float, default=None,
                     help="seconds an agent may stay away before its tasks count as lost (default 25)")
+    up.add_argument("--hub-api-url", default=None, metavar="URL",
+                    help="serve a JupyterHub's users: accept the tokens the hub at URL "
+                         "(http://HUB/hub/api) issued; its service token in JUPYTERHUB_API_TOKEN "
+                         "(docs/jupyterhub.md)")
     up.add_argument("--proxy-port", type=int, default=None,
                     help="port of the proxy's own origin, where notebooks and TensorBoards are "
                          "served (/proxy/<task id>/) (default: env DET_PROXY_PORT, else a free "

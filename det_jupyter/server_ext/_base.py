@@ -65,11 +65,11 @@ def _refuse_oversized(fn: Any) -> Any:
     return verb
 
 
-def _bearer(value: str | None) -> str | None:
+def _bearer(value: str | None, schemes: tuple[str, ...] = ("bearer",)) -> str | None:
     if not value:
         return None
     scheme, _, token = value.strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    if scheme.lower() not in schemes or not token.strip():
         return None
     return token.strip()
 
@@ -140,7 +140,15 @@ class DetHandler(web.RequestHandler):
         if method not in implemented_verbs(type(self)):
             raise web.HTTPError(405, f"{self.request.method} is not supported on {self.request.path}")
         if not self.public:
-            self.principal = self._authenticate()
+            try:
+                self.principal = self._authenticate()
+            except Unauthenticated:
+                # A token JupyterHub issued, where the master serves a hub's users.
+                hub = getattr(self.master, "hub_auth", None)
+                token = _bearer(self.request.headers.get("Authorization"), schemes=("bearer", "token"))
+                if hub is None or token is None:
+                    raise
+                self.principal = await hub.user_for_token(token)
         if self.public:
             self._limit_body(min(self.max_body, PUBLIC_MAX_BODY))
         else:

@@ -70,12 +70,13 @@ def listing(conn: sa.Connection, kinds: Collection[str], owner_id: int | None = 
 def running_proxied(conn: sa.Connection, kinds: Collection[str]) -> list[sa.Row]:
     """The running tasks of ``kinds`` that have an address: ``task_id``, ``task_type``,
     ``owner_id``, ``proxy_address``, ``proxy_token``, ``allocation_id``, and of the config only
-    ``idle_timeout`` and ``idle_type`` (extracted by the database)."""
+    ``idle_timeout``, ``idle_type`` and ``hub_prefix`` (extracted by the database)."""
     c, a = t.commands.c, t.allocations.c
     q = (sa.select(c.task_id, c.task_type, c.owner_id, c.proxy_address, c.proxy_token,
                    a.allocation_id,
                    c.config["idle_timeout"].as_float().label("idle_timeout"),
-                   c.config["notebook_idle_type"].as_string().label("idle_type"))
+                   c.config["notebook_idle_type"].as_string().label("idle_type"),
+                   c.config["hub_prefix"].as_string().label("hub_prefix"))
          .join(t.allocations, a.task_id == c.task_id)
          .where(c.task_type.in_(kinds), a.state == RUNNING,
                 c.proxy_address.is_not(None)))

@@ -11,9 +11,10 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 
 async def get_json(row: Any, token: str, path: str, timeout: float = 5.0) -> Any:
-    """GET the notebook server's ``/proxy/<id>/<path>`` with its ``token``; None on any
-    failure."""
-    url = f"http://{row.proxy_address}/proxy/{row.task_id}/{path}"
+    """GET the notebook server's ``/proxy/<id>/<path>`` (a JupyterHub server's
+    ``<its prefix><path>``) with ``token``; None on any failure."""
+    prefix = hub_prefix_of(row) or f"/proxy/{row.task_id}/"
+    url = f"http://{row.proxy_address}{prefix}{path}"
     try:
         resp = await AsyncHTTPClient().fetch(
             url, headers={"Authorization": f"token {token}"},
@@ -21,6 +22,16 @@ async def get_json(row: Any, token: str, path: str, timeout: float = 5.0) -> Any
         return json.loads(resp.body)
     except (HTTPClientError, OSError, ValueError, asyncio.TimeoutError):
         return None
+
+
+def hub_prefix_of(row: Any) -> str | None:
+    """A JupyterHub server's prefix (/user/<name>/), from a row with ``hub_prefix`` or
+    ``config``; None for any other task."""
+    prefix = getattr(row, "hub_prefix", None)
+    if prefix is None:
+        config = getattr(row, "config", None)
+        prefix = config.get("hub_prefix") if isinstance(config, dict) else None
+    return prefix or None
 
 
 async def connects(address: str, timeout: float) -> bool:

@@ -8,6 +8,7 @@ preemptible), and it runs once: its exit ends it, whatever the code.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import secrets
 import shlex
@@ -36,6 +37,7 @@ from ..common.sealed import SealedError, Sealer, is_sealed
 from ..common.states import AllocState
 from . import generic
 from ._preflight import Preflight
+from ._probe import hub_prefix_of
 from .kinds import KINDS, work_dir_mounts
 from .ssh import PRIVATE_KEY
 
@@ -48,6 +50,27 @@ _CLI = {"COMMAND": "cmd", generic.KIND: "task", **{k: v.cli for k, v in KINDS.it
 
 
 SLOT_TYPES = ("cpu", "cuda", "rocm")  # the device types a container is chosen for
+HUB_PREFIX = "hub_prefix"  # a JupyterHub server's URL prefix (/user/<name>/)
+HUB_ENV = "hub_env"  # its spawner's variables, sealed
+
+
+@dataclass(frozen=True)
+class HubServer:
+    """A hub user's single-user server: where the hub routes it, and the variables its
+    spawner gives it (JUPYTERHUB_API_TOKEN, JUPYTERHUB_CLIENT_ID, ...)."""
+
+    prefix: str
+    env: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        if not (self.prefix.startswith("/") and self.prefix.endswith("/")) or "//" in self.prefix:
+            raise InvalidRequest(f"prefix: {self.prefix!r} is not a URL path prefix; give e.g. /user/alice/")
+        bad = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)
+               or not k or "=" in k or "\0" in k + v]
+        if bad:
+            raise InvalidRequest(f"env: {bad[0]!r} is not a variable name with a string value")
+
+
 
 
 @dataclass(frozen=True)
@@ -109,7 +132,7 @@ class CommandService:
     def __init__(self, engine: sa.Engine, clock: Clock, allocations: AllocationService, identity: MasterIdentity,
                  *, sealer: Sealer | None = None, resources: ResourceConfig | None = None,
                  notebook_root: str = "/tmp/det-notebooks", notebook_timeout_s: float | None = None,
-                 kind_defaults: Mapping[str, Any] | None = None) -> None:
+                 kind_defaults: Mapping[str, Any] | None = None, hub_token: str | None = None) -> None:
         """``notebook_root``: a user's notebooks work in <root>/<user>; ``notebook_timeout_s``:
         the master's default idle_timeout of notebooks; ``kind_defaults``: other master
         settings the kinds read (``tensorboard_timeout_s``)."""
@@ -129,10 +152,11 @@ class CommandService:
         self.notebook_timeout_s = notebook_timeout_s
         self.kind_defaults: dict[str, Any] = dict(kind_defaults or {})
         self.preflight = Preflight()  # the app registers its task Python (_preflight)
+        self.hub_token = hub_token  # the master's JupyterHub service token, if it serves a hub
 
     def launch(self, user: User, raw_config: Any, files: list[dict] | None = None,
                kind: str = "COMMAND", workspace_id: int = 1, *, extra: dict[str, Any] | None = None,
-               context: bytes | None = None) -> sa.Row:
+               context: bytes | None = None, hub: HubServer | None = None) -> sa.Row:
         """Queue a task of ``kind``: COMMAND, GENERIC (``generic.GenericTasks.create``, which
         passes what the row keeps beyond a command's as ``extra``), or a proxied kind of
         ``_kinds.KINDS``. ``context``: a context archive already packed (else ``files``')."""
@@ -168,6 +192,11 @@ class CommandService:
         task_id = str(uuid.uuid4())
         if PRIVATE_KEY in extra:  # a shell's: its owner fetches it again, so it is sealed
             extra[PRIVATE_KEY] = self._sealer.seal(extra[PRIVATE_KEY], f"{task_id}:{PRIVATE_KEY}")
+        if hub is not None:  # a JupyterHub server: the hub's variables reach its task only
+            if kind != "NOTEBOOK":
+                raise InvalidRequest("only a notebook can be a JupyterHub server")
+            extra[HUB_PREFIX] = hub.prefix
+            extra[HUB_ENV] = self._sealer.seal(json.dumps(dict(hub.env)), f"{task_id}:{HUB_ENV}")
         try:
             self.resources.check_pool(cfg.resource_pool, "config.resources.resource_pool")
         except ValueError as exc:
@@ -226,7 +255,10 @@ class CommandService:
 
     def upstream_token(self, row: Any) -> str:
         """The token the proxy sends to the task of ``row`` (a row with ``task_id`` and
-        ``proxy_token``), opened."""
+        ``proxy_token``), opened. A JupyterHub server accepts the hub's tokens only: the
+        master's service token (its role grants access:servers, docs/jupyterhub.md)."""
+        if self.hub_token and hub_prefix_of(row):
+            return self.hub_token
         return self._sealer.open(row.proxy_token, f"{row.task_id}:proxy_token")
 
     def private_key(self, row: Any) -> str:
@@ -310,8 +342,10 @@ class CommandService:
         # made at placement and stored sealed with its address.
         upstream = secrets.token_hex(24) if cmd.task_type in KINDS else None
         allow_root = os.geteuid() == 0
+        sealed = (cmd.config or {}).get(HUB_ENV)
+        hub_env = json.loads(self._sealer.open(sealed, f"{cmd.task_id}:{HUB_ENV}")) if sealed else None
         specs = [build_command_spec(cmd, alloc.allocation_id, gang, rank, token, owner, self.identity,
-                                    upstream=upstream, allow_root=allow_root)
+                                    upstream=upstream, allow_root=allow_root, hub_env=hub_env)
                  for rank in range(len(gang.containers))]
         if upstream is not None:  # where the proxy reaches it, and with what, with the placement
             chief = gang.containers[0]
@@ -337,12 +371,13 @@ class CommandService:
 
 def build_command_spec(
     cmd: Any, allocation_id: str, gang: Gang, rank: int, token: str, owner: str, ident: MasterAddress,
-    *, upstream: str | None, allow_root: bool,
+    *, upstream: str | None, allow_root: bool, hub_env: Mapping[str, str] | None = None,
 ) -> TaskSpec:
     """The TaskSpec of container ``rank`` of a task's allocation (pure). ``cmd``: its
     ``commands`` row (``task_id``, ``task_type``, ``config``, ``context``); ``upstream``: a
     proxied kind's token (JUPYTER_TOKEN, DET_PROXY_TOKEN); ``allow_root``: the agent runs as
-    root (a notebook is then told it may)."""
+    root (a notebook is then told it may); ``hub_env``: a JupyterHub server's variables from
+    its spawner (the kind's own, such as where it listens, win)."""
     c = gang.containers[rank]
     env = {
         **cmd.config.get("env", {}),
@@ -358,6 +393,8 @@ def build_command_spec(
         container_slot_counts=[len(x.slot_ids) for x in gang.containers], gpu_uuids=[],
     )
     entrypoint = cmd.config["entrypoint"]
+    if hub_env:
+        env.update({str(k): str(v) for k, v in hub_env.items()})
     if cmd.task_type in KINDS:
         entrypoint, extra_env = KINDS[cmd.task_type].build(
             cmd.task_id, c.address, gang.rendezvous_port, cmd.config, allow_root)

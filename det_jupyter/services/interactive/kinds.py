@@ -7,6 +7,7 @@ port, how the master knows it is ready, how idleness is judged, and what its con
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,8 +40,21 @@ def _notebook_settings(raw: dict[str, Any], username: str, defaults: dict[str, A
 
 def _notebook_build(task_id: str, bind: str, port: int, cfg: dict[str, Any],
                     allow_root: bool) -> tuple[list[str], dict[str, str]]:
-    argv = notebook_entrypoint(task_id, bind, port, cfg["work_dir"], allow_root)
-    return argv, {"NOTEBOOK_PORT": str(port), "NOTEBOOK_IDLE_TYPE": cfg.get("notebook_idle_type", "")}
+    env = {"NOTEBOOK_PORT": str(port), "NOTEBOOK_IDLE_TYPE": cfg.get("notebook_idle_type", "")}
+    if cfg.get("hub_prefix"):  # a JupyterHub user's server, routed by the hub's proxy
+        env["JUPYTERHUB_SERVICE_URL"] = f"http://{bind}:{port}{cfg['hub_prefix']}"
+        return hub_entrypoint(cfg["work_dir"], allow_root), env
+    return notebook_entrypoint(task_id, bind, port, cfg["work_dir"], allow_root), env
+
+
+def hub_entrypoint(root_dir: str, allow_root: bool) -> list[str]:
+    """``jupyterhub-singleuser`` in ``root_dir`` (made if missing): it reads where to listen,
+    its prefix and its hub credentials from the JUPYTERHUB_* environment."""
+    argv = ["jupyterhub-singleuser", f"--ServerApp.root_dir={root_dir}",
+            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if allow_root:
+        argv.append("--ServerApp.allow_root=True")
+    return ["sh", "-c", f"mkdir -p {shlex.quote(root_dir)} && exec {shlex.join(argv)}"]
 
 
 def _tensorboard_settings(raw: dict[str, Any], username: str, defaults: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ..accounts.auth import AuthService, User
 from ..common.clock import Clock
 from ..common.sealed import SealedError
 from ._common import TICKET_LIFETIME, check_ticket, make_ticket
-from ._probe import connects, get_json
+from ._probe import connects, get_json, hub_prefix_of
 from .commands import CommandService
 from .culler import IDLE_CHECK_INTERVAL, IdleCuller
 from .kinds import KINDS
@@ -183,6 +183,8 @@ class NotebookService:
 
     async def _probe(self, row: Any) -> None:
         path = KINDS[row.task_type].probe
+        if hub_prefix_of(row):
+            path = None  # a JupyterHub server answers the hub's tokens only: its port opening will do
         try:
             token = self._commands.upstream_token(row)
         except SealedError as exc:  # the data dir's secrets_key changed under a running task

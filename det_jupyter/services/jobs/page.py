@@ -67,9 +67,15 @@ class JobQueuePage:
     def wait_reason(self, job_id: str, config: dict[str, Any]) -> str | None:
         """Why job ``job_id`` (a task of config ``config``) waits in its pool's queue; None
         when it is not queued there."""
+        waiting = self.waiting(job_id, config)
+        return waiting[1] if waiting is not None else None
+
+    def waiting(self, job_id: str, config: dict[str, Any]) -> tuple[int, str | None] | None:
+        """How many jobs are ahead of job ``job_id`` in its pool's queue and why it waits;
+        None when it is not queued there."""
         res = config.get("resources") or {}
         pool = self._pool(res.get("resource_pool") or "", res.get("slots", 1))
         page, _ = _queue.queue(self._engine, self._rm.snapshot(), pool=pool,
                                policy=self._resources.pools[pool].scheduler.type)
-        found = next((j for j in page if j.job_id == job_id), None)
-        return found.wait_reason if found is not None else None
+        found = next((j for j in page if j.job_id == job_id and j.state == _queue.QUEUED), None)
+        return (found.jobs_ahead, found.wait_reason) if found is not None else None

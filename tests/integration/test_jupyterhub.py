@@ -1,0 +1,235 @@
+"""Issue 30, end to end: a real JupyterHub 6 (DummyAuthenticator, configurable-http-proxy from
+npm) whose spawner is ``det``, in front of a real det master that accepts the hub's tokens.
+
+A hub user's server is a det notebook task owned by the det user of the same name: it queues
+behind a full cluster (the hub's spawn progress shows the wait reason, and no timeout fires),
+starts when the slot frees, answers through the hub's proxy at /user/<name>/, and is gone
+when the hub stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests._master import ApiError, Client, MasterProcess, free_port, wait_experiment, wait_for
+from tests.integration._exp import submit_counter, trials
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("jupyterhub", reason="the JupyterHub tests need jupyterhub (pip install -e '.[test]')")
+
+#: Where scripts/test.sh installs configurable-http-proxy (npm), outside the clone, by version.
+CHP_CACHE = Path(os.environ.get("DET_CHP_DIR", Path.home() / ".cache" / "det-jupyter" / "chp-5.3.0"))
+
+
+def _chp() -> str | None:
+    found = shutil.which("configurable-http-proxy")
+    cached = CHP_CACHE / "node_modules" / ".bin" / "configurable-http-proxy"
+    return found or (str(cached) if cached.exists() else None)
+
+
+class Hub:
+    """A JupyterHub process with its own config, database and proxy."""
+
+    def __init__(self, work: Path, master_url: str, service_token: str) -> None:
+        self.work = work
+        self.port, self.api_port, self.proxy_api = free_port(), free_port(), free_port()
+        self.admin_token = secrets.token_hex(24)
+        self.service_token = service_token
+        self.master_url = master_url
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}/hub/api"
+
+    def write_config(self, chp: str, slots: int) -> Path:
+        cfg = self.work / "jupyterhub_config.py"
+        cfg.write_text(f"""
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {self.port}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {self.api_port}
+c.JupyterHub.db_url = "sqlite:///{self.work}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{self.work}/cookie_secret"
+c.JupyterHub.cleanup_servers = False
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{self.proxy_api}"
+c.ConfigurableHTTPProxy.should_start = True
+c.ConfigurableHTTPProxy.auth_token = {secrets.token_hex(16)!r}
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.Authenticator.admin_users = {{"boss"}}
+c.JupyterHub.spawner_class = "det"
+c.DetSpawner.master_url = {self.master_url!r}
+c.DetSpawner.slots = {slots}
+c.Spawner.http_timeout = 120
+c.JupyterHub.services = [
+    {{"name": "det-master", "api_token": {self.service_token!r}}},
+    {{"name": "tester", "api_token": {self.admin_token!r}}},
+]
+c.JupyterHub.load_roles = [
+    {{"name": "det-master", "scopes": ["read:users", "read:groups", "access:servers"], "services": ["det-master"]}},
+    {{"name": "admin", "services": ["tester"]}},
+]
+""")
+        return cfg
+
+    def start(self, chp: str, slots: int = 1) -> None:
+        cfg = self.write_config(chp, slots)
+        log = open(self.work / "hub.log", "ab")  # noqa: SIM115 - the child holds it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(cfg)], cwd=self.work,
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        wait_for(lambda: self._answers(), timeout=60, what="JupyterHub answering")
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"JupyterHub exited {self.proc.returncode}: {self.log()[-3000:]}")
+        try:
+            return self.api("GET", "/") is not None
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+    def log(self) -> str:
+        return (self.work / "hub.log").read_text(errors="replace")
+
+    def api(self, method: str, path: str, body: object = None, token: str | None = None) -> object:
+        req = urllib.request.Request(self.api_url + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": f"token {token or self.admin_token}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+        return json.loads(raw) if raw else {}
+
+    def server(self, user: str) -> dict:
+        model = self.api("GET", f"/users/{user}")
+        assert isinstance(model, dict)
+        return model.get("servers", {}).get("", {})
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[MasterProcess, Hub]]:
+    chp = _chp()
+    if chp is None:
+        pytest.skip("configurable-http-proxy is not installed (scripts/test.sh installs it with npm "
+                    f"into {CHP_CACHE}; or npm install -g configurable-http-proxy)")
+    service_token = secrets.token_hex(24)
+    hub_api_port = free_port()
+    master = MasterProcess(tmp_path / "master", slots=1, env={"JUPYTERHUB_API_TOKEN": service_token},
+                           extra_args=["--hub-api-url", f"http://127.0.0.1:{hub_api_port}/hub/api"]).start()
+    hub = Hub(tmp_path / "hub", master.url, service_token)
+    hub.work.mkdir()
+    hub.api_port = hub_api_port
+    try:
+        hub.start(chp)
+        yield master, hub
+    finally:
+        hub.stop()
+        master.stop()
+
+
+def _progress(hub: Hub, user: str, want: str, timeout: float = 60) -> list[str]:
+    """The hub's spawn progress messages (its event stream) until one contains ``want``."""
+    req = urllib.request.Request(f"{hub.api_url}/users/{user}/server/progress",
+                                 headers={"Authorization": f"token {hub.admin_token}"})
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        for raw in resp:
+            line = raw.decode().strip()
+            if line.startswith("data:"):
+                seen.append(json.loads(line[5:]).get("message", ""))
+                if want in seen[-1]:
+                    return seen
+            if time.monotonic() > deadline:
+                break
+    raise AssertionError(f"no progress message with {want!r}: {seen}")
+
+
+def test_a_hub_users_server_queues_then_runs_as_their_det_notebook(
+        cluster: tuple[MasterProcess, Hub]) -> None:
+    master, hub = cluster
+    admin = master.admin()
+    blocker = submit_counter(admin, length=10_000, sleep=0.05)  # the cluster's one slot
+    wait_for(lambda: (ts := trials(admin, blocker)) and ts[0]["state"] == "STATE_RUNNING",
+             what="the cluster full")
+
+    hub.api("POST", "/users/alice")
+    hub.api("POST", "/users/alice/server")
+    seen = _progress(hub, "alice", "Queued on the det cluster")
+    assert any("waiting for 1 free slots" in m or "behind job" in m for m in seen), seen
+    # It waits, and keeps waiting past what would have been a spawn timeout of seconds.
+    time.sleep(3)
+    assert hub.server("alice").get("pending") == "spawn", hub.server("alice")
+
+    # The det side: a notebook of the det user alice, made on first use.
+    (nb,) = admin.get("/api/v1/notebooks")["notebooks"]
+    assert nb["username"] == "alice" and nb["state"] == "STATE_QUEUED", nb
+
+    admin.post(f"/api/v1/experiments/{blocker}/kill")
+    wait_experiment(admin, blocker, {"STATE_CANCELED", "STATE_COMPLETED", "STATE_ERROR"}, timeout=60)
+    wait_for(lambda: hub.server("alice").get("ready"), timeout=120, what="alice's server ready")
+
+    # Reached through the hub's proxy with alice's own hub token.
+    token = hub.api("POST", "/users/alice/tokens", {"note": "test"})["token"]  # type: ignore[index]
+    req = urllib.request.Request(f"{hub.url}/user/alice/api/status", headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 200 and "started" in json.loads(resp.read())
+    # Another user's token gets nowhere there.
+    hub.api("POST", "/users/bob")
+    bobs = hub.api("POST", "/users/bob/tokens", {"note": "test"})["token"]  # type: ignore[index]
+    req = urllib.request.Request(f"{hub.url}/user/alice/api/status", headers={"Authorization": f"token {bobs}"})
+    with pytest.raises(urllib.error.HTTPError) as denied:
+        urllib.request.urlopen(req, timeout=30)
+    assert denied.value.code in (403, 404)
+
+    # The hub restarts (its servers left running): alice's server is found again, no respawn.
+    hub.stop()
+    hub.start(_chp() or "")
+    wait_for(lambda: hub.server("alice").get("ready"), timeout=60, what="alice's server found again")
+    with urllib.request.urlopen(urllib.request.Request(
+            f"{hub.url}/user/alice/api/status", headers={"Authorization": f"token {token}"}), timeout=30) as resp:
+        assert resp.status == 200
+    assert [n["id"] for n in admin.get("/api/v1/notebooks")["notebooks"]] == [nb["id"]]
+
+    # Hub tokens are det credentials: a hub admin is a det admin, a hub user is not.
+    boss = hub.api("POST", "/users/boss/tokens", {"note": "test"})["token"]  # type: ignore[index]
+    assert Client(master.url, boss).get("/api/v1/me")["user"]["admin"] is True
+    assert Client(master.url, bobs).get("/api/v1/me")["user"]["username"] == "bob"
+    assert Client(master.url, bobs).get("/api/v1/me")["user"]["admin"] is False
+    with pytest.raises(ApiError) as refused:
+        Client(master.url, "not-a-token").get("/api/v1/me")
+    assert refused.value.status == 401
+
+    # Stopping in the hub ends the det task.
+    hub.api("DELETE", "/users/alice/server")
+    wait_for(lambda: admin.get(f"/api/v1/notebooks/{nb['id']}")["notebook"]["state"] == "STATE_TERMINATED",
+             timeout=60, what="the det task ended")
+    assert "Traceback" not in master.log()
