@@ -32,6 +32,13 @@ PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127
 _CREATED: list[str] = []  # databases fresh_pg_database made in this session
 
 
+#: The modules (or shared groups) that take longest, started first under xdist (measured: CI's
+#: --durations); a one-test module would otherwise be scheduled last and run alone.
+LONGEST = ("tests/integration/test_schemathesis.py", "docker", "wheel",
+           "tests/integration/test_example_trial_api.py", "tests/integration/test_log_delivery.py",
+           "tests/integration/test_priority_scenario.py", "tests/integration/test_trial_api.py")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """(xdist controller) ``--dist loadfile``, with the modules of ``SHARED_RESOURCE`` kept
@@ -41,9 +48,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
 
     class ByModuleAndResource(LoadScopeScheduling):  # type: ignore[misc]
+        _ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return SHARED_RESOURCE.get(module, module)
+
+        def _assign_work_unit(self, node: object) -> None:
+            if not self._ordered:  # the longest first: none is left to run alone at the end
+                self._ordered = True
+                for scope in reversed(LONGEST):
+                    if scope in self.workqueue:
+                        self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return ByModuleAndResource(config, log)
 

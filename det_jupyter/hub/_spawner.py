@@ -83,7 +83,7 @@ class DetSpawner(Spawner):
     def load_state(self, state: dict[str, Any]) -> None:
         super().load_state(state)
         self.task_id = state.get("det_task_id") or None
-        if state.get("det_token") and not self.api_token:
+        if state.get("det_token") and not getattr(self, "api_token", ""):
             self.api_token = state["det_token"]
 
     def clear_state(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import InvalidRequest
 from ..services.access.authz import Perm
 from ..services.interactive.commands import HubServer
 from ._api import api, dict_of, ident, obj, string
@@ -50,6 +51,10 @@ class HubServersHandler(DetHandler):
 
     @api(body=HUB_SPAWN)
     def post(self) -> None:
+        if self.master.hub_auth is None:
+            raise InvalidRequest("this master serves no JupyterHub: start it with --hub-api-url "
+                                 "http://HUB/hub/api and the hub's service token in JUPYTERHUB_API_TOKEN "
+                                 "(docs/jupyterhub.md)")
         body = self.body_json()
         config, files, workspace = launch_request(self, "the hub server's")
         hub = HubServer(str(body["prefix"]), dict(body.get("env") or {}))

@@ -343,6 +343,7 @@ def _expect(w: World, principal: str, case: Case) -> str:
 _NOT_AUTH_LIMITED = {  # routes whose success also needs something no principal here has
     "/api/v1/allocations/", "/api/v1/checkpoints", "/api/v1/task/logs", "/api/v1/runs/start",
     "/api/v1/notebooks/", "/api/v1/shells/", "/api/v1/tensorboards/", "/proxy/", "/det-jupyter/tunnel/",
+    "/api/v1/hub/servers/",
     "/api/v1/trials/{trial_id}/metrics", "/api/v1/trials/{trial_id}/progress",
     "/api/v1/trials/{trial_id}/early_exit", "/api/v1/trials/{trial_id}/runner",
 }

@@ -90,7 +90,7 @@ class FakeMaster:
 
             do_GET = do_POST = do_PATCH = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
@@ -123,3 +123,15 @@ def trial_env(master_url: str, ckpt_root: str, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hung up before its answer was written (a test's timeout, a killed
+    client) is not an error worth a traceback on stderr, where tests read their own output."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
