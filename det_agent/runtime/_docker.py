@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._devices import Slot
@@ -33,6 +33,7 @@ from ._docker_args import (
     image_ref,
     start_error_code,
 )
+from ._docker_streams import api_message, first_line, in_thread, log_frames, progress_lines, pump
 from ._isolation import (
     DEFAULT_TASK_USER,
     RUN_MOUNT,
@@ -43,7 +44,7 @@ from ._isolation import (
     resolve_identity,
 )
 from ._launch import build_env, harness_dir
-from ._logs import LineSplitter, LogBatcher
+from ._logs import LogBatcher
 from ._process import create_mount_sources
 from ._taskdir import (
     ContextCache,
@@ -98,16 +99,11 @@ def probe(host: str | None = None) -> str:
         finally:
             client.close()
     except Exception as e:  # DockerException, connection refused, permission denied, ...
-        text = _first_line(e)
+        text = first_line(e)
         if "Connection refused" in text:
             text = "connection refused"
         return f"no Docker engine at {host}: {text}"
     return "docker"
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0][:300]
 
 
 @dataclasses.dataclass(eq=False)
@@ -208,7 +204,7 @@ class DockerRuntime(Runtime):
         try:
             found = await asyncio.to_thread(self._leftovers)
         except Exception as e:
-            log.warning("cannot reach the Docker engine at %s: %s", self._host, _first_line(e))
+            log.warning("cannot reach the Docker engine at %s: %s", self._host, first_line(e))
             return
         for c in found:
             allocation_id = c["Labels"].get(LABEL_ALLOCATION) or ""
@@ -220,7 +216,7 @@ class DockerRuntime(Runtime):
                 await self._adopt(allocation_id, c, on_log, on_exit)
             except Exception as e:
                 log.warning("cannot re-attach to container %s of %s: %s", c["Id"][:12],
-                            allocation_id, _first_line(e))
+                            allocation_id, first_line(e))
                 self._tasks.pop(allocation_id, None)
                 await asyncio.to_thread(self._remove_leftover, c["Id"])
 
@@ -251,8 +247,8 @@ class DockerRuntime(Runtime):
         first = int(c["Labels"].get(LABEL_SEQ) or 0)
         batcher = LogBatcher(allocation_id, self._emitter(task), first_seq=first)
         loop = asyncio.get_running_loop()
-        stream = await asyncio.to_thread(_log_frames, self._long_api, cid)
-        ended = _in_thread(lambda: _pump(stream, loop, batcher), f"logs-{allocation_id}")
+        stream = await asyncio.to_thread(log_frames, self._long_api, cid)
+        ended = in_thread(lambda: pump(stream, loop, batcher), f"logs-{allocation_id}")
         task.watcher = asyncio.create_task(self._watch(task, cid, batcher, ended))
         log.info("re-attached to container %s of %s (%s)", cid[:12], allocation_id, c.get("State"))
 
@@ -306,7 +302,7 @@ class DockerRuntime(Runtime):
             return None
         except Exception as e:  # never leave an allocation without its on_exit
             log.exception("launching %s failed", allocation_id)
-            await self._fail(task, batcher, f"launching the container failed: {_first_line(e)}", 1)
+            await self._fail(task, batcher, f"launching the container failed: {first_line(e)}", 1)
             return None
         log.info("task %s started in container %s", allocation_id, (task.container_id or "")[:12])
         return pid
@@ -364,14 +360,14 @@ class DockerRuntime(Runtime):
         def pull() -> None:
             try:
                 stream = api.pull(repo, tag=tag, stream=True, decode=True, auth_config=auth)
-                for line in _progress_lines(stream):
+                for line in progress_lines(stream):
                     say("stdout", line)
             except docker.errors.DockerException as e:
-                raise LaunchError(f"pulling image {image} failed: {_api_message(e)}") from e
+                raise LaunchError(f"pulling image {image} failed: {api_message(e)}") from e
             except OSError as e:  # the engine went away mid-pull
                 raise LaunchError(f"pulling image {image} failed: {e}") from e
 
-        pulling = _in_thread(pull, f"pull-{repo}")
+        pulling = in_thread(pull, f"pull-{repo}")
         killed = asyncio.ensure_future(task.kill_requested.wait())
         await asyncio.wait({pulling, killed}, return_when=asyncio.FIRST_COMPLETED)
         killed.cancel()
@@ -410,11 +406,11 @@ class DockerRuntime(Runtime):
             if task.container_id is not None:
                 await asyncio.to_thread(self._remove, task.container_id)
             if isinstance(e, docker.errors.APIError):
-                message = _api_message(e)
+                message = api_message(e)
                 raise LaunchError(f"starting the container failed: {message}",
                                   exit_code=start_error_code(message)) from e
             raise
-        ended = _in_thread(lambda: _pump(stream, loop, batcher), f"logs-{task.allocation_id}")
+        ended = in_thread(lambda: pump(stream, loop, batcher), f"logs-{task.allocation_id}")
         if task.killed:  # a kill arrived while the container was being started
             await asyncio.to_thread(self._kill_container, cid)
         task.watcher = asyncio.create_task(self._watch(task, cid, batcher, ended))
@@ -425,13 +421,13 @@ class DockerRuntime(Runtime):
         api = self._api
         try:
             # Its own thread, not the loop's executor, which tasks would otherwise fill up.
-            result = await _in_thread(lambda: self._long_api.wait(cid, timeout=None), f"wait-{cid[:12]}")
+            result = await in_thread(lambda: self._long_api.wait(cid, timeout=None), f"wait-{cid[:12]}")
             exit_code = int(result.get("StatusCode", 1))
             state = (await asyncio.to_thread(api.inspect_container, cid))["State"]
         except Exception as e:
             log.exception("waiting for container %s failed", cid[:12])
             exit_code, state = 1, {}
-            batcher.add("stderr", [f"lost the container: {_first_line(e)}\n"])
+            batcher.add("stderr", [f"lost the container: {first_line(e)}\n"])
         try:
             await asyncio.wait_for(asyncio.shield(ended), 5.0)
         except asyncio.TimeoutError:
@@ -452,7 +448,7 @@ class DockerRuntime(Runtime):
         try:
             self._api.remove_container(cid, force=True)
         except Exception as e:
-            log.warning("cannot remove container %s: %s", cid[:12], _first_line(e))
+            log.warning("cannot remove container %s: %s", cid[:12], first_line(e))
 
     def _kill_container(self, cid: str, signal: str = "SIGKILL") -> None:
         with contextlib.suppress(Exception):  # already stopped, or gone
@@ -508,98 +504,3 @@ class DockerRuntime(Runtime):
             task.on_exit(task.allocation_id, exit_code, reason)
         except Exception:
             log.exception("exit callback for %s failed", task.allocation_id)
-
-
-def _in_thread(fn: Callable[[], Any], name: str) -> asyncio.Future[Any]:
-    """Run a blocking call that may last as long as a task (a pull, a wait) in a thread of its
-    own; the future resolves on the calling loop."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[Any] = loop.create_future()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if not done.done() and error is not None:
-            done.set_exception(error)
-        elif not done.done():
-            done.set_result(result)
-
-    def run() -> None:
-        try:
-            result, error = fn(), None
-        except BaseException as e:  # handed to the awaiting coroutine
-            result, error = None, e
-        try:
-            loop.call_soon_threadsafe(settle, result, error)
-        except RuntimeError:
-            pass  # the loop is closed: nobody is waiting any more
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return done
-
-
-def _progress_lines(stream: Iterator[dict[str, Any]]) -> Iterator[str]:
-    """The log lines of a pull's progress messages: each layer's status changes, not every
-    byte count; raises DockerException on an error message."""
-    import docker
-
-    last: dict[str, str] = {}
-    for msg in stream:
-        if msg.get("error"):
-            raise docker.errors.DockerException(str(msg["error"]))
-        status = str(msg.get("status") or "")
-        layer = str(msg.get("id") or "")
-        if not status or last.get(layer) == status:
-            continue
-        last[layer] = status
-        yield f"{layer}: {status}" if layer else status
-
-
-def _api_message(e: BaseException) -> str:
-    return _first_line(Exception(getattr(e, "explanation", None) or e))
-
-
-def _log_frames(api: Any, cid: str) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """A container's log from its first line, followed until it exits, as an attach stream
-    with ``demux=True`` gives it: ``(stdout bytes, None)`` or ``(None, stderr bytes)``. (The
-    engine's multiplexed frames: an 8-byte header, stream type and big-endian length, then
-    the payload; docker's SDK only returns them merged.)"""
-    res = api._get(api._url("/containers/{0}/logs", cid),
-                   params={"stdout": 1, "stderr": 1, "follow": 1}, stream=True)
-    api._raise_for_status(res)
-
-    def frames() -> Iterator[tuple[bytes | None, bytes | None]]:
-        try:
-            while True:
-                header = res.raw.read(8)
-                if len(header) < 8:
-                    return
-                size = int.from_bytes(header[4:8], "big")
-                data = res.raw.read(size) if size else b""
-                yield (None, data) if header[0] == 2 else (data, None)
-        finally:
-            res.close()
-
-    return frames()
-
-
-def _pump(stream: Any, loop: asyncio.AbstractEventLoop, batcher: LogBatcher) -> None:
-    """Read a demuxed attach stream to its end (in a thread), handing lines to ``batcher`` on
-    ``loop``."""
-    splitters = {"stdout": LineSplitter(), "stderr": LineSplitter()}
-
-    def hand(stdtype: str, lines: list[str]) -> None:
-        if lines:
-            loop.call_soon_threadsafe(batcher.add, stdtype, lines)
-
-    try:
-        for out, err in stream:
-            if out:
-                hand("stdout", splitters["stdout"].feed(out))
-            if err:
-                hand("stderr", splitters["stderr"].feed(err))
-    except Exception as e:
-        log.debug("log stream ended: %s", e)
-    finally:
-        for stdtype, splitter in splitters.items():
-            hand(stdtype, splitter.finish())
-        with contextlib.suppress(Exception):
-            stream.close()

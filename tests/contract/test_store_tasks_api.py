@@ -28,7 +28,8 @@ def _task(conn: sa.Connection, task_id: str, owner_id: int, kind: str = "COMMAND
 
 
 def test_the_store_names_the_allocation_states_as_the_services_do() -> None:
-    assert (allocs.PENDING, allocs.ASSIGNED, allocs.RUNNING, allocs.TERMINATING, allocs.TERMINATED) == tuple(
+    assert (allocs.PENDING, allocs.ASSIGNED, allocs.PULLING, allocs.RUNNING, allocs.TERMINATING,
+            allocs.TERMINATED) == tuple(
         s.value for s in AllocState)
     assert allocs.LIVE_STATES == LIVE_ALLOC
 
