@@ -59,6 +59,8 @@ class Hub:
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}/hub/api"
 
+    extra = ""  # more jupyterhub_config.py lines
+
     def write_config(self, chp: str, slots: int) -> Path:
         cfg = self.work / "jupyterhub_config.py"
         cfg.write_text(f"""
@@ -88,7 +90,7 @@ c.JupyterHub.load_roles = [
     {{"name": "det-master", "scopes": ["read:users", "read:groups", "access:servers"], "services": ["det-master"]}},
     {{"name": "admin", "services": ["tester"]}},
 ]
-""")
+""" + self.extra)
         return cfg
 
     def start(self, chp: str, slots: int = 1) -> None:
@@ -135,16 +137,20 @@ c.JupyterHub.load_roles = [
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[MasterProcess, Hub]]:
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[MasterProcess, Hub]]:
+    """A one-slot master serving a hub's users, and the hub (``hub_extra`` marks add config)."""
     chp = _chp()
     if chp is None:
         pytest.skip("configurable-http-proxy is not installed (scripts/test.sh installs it with npm "
                     f"into {CHP_CACHE}; or npm install -g configurable-http-proxy)")
     service_token = secrets.token_hex(24)
     hub_api_port = free_port()
-    master = MasterProcess(tmp_path / "master", slots=1, env={"JUPYTERHUB_API_TOKEN": service_token},
+    master = MasterProcess(tmp_path / "master", slots=1,
+                           env={"JUPYTERHUB_API_TOKEN": service_token, "DET_NOTEBOOK_IDLE_CHECK": "1"},
                            extra_args=["--hub-api-url", f"http://127.0.0.1:{hub_api_port}/hub/api"]).start()
     hub = Hub(tmp_path / "hub", master.url, service_token)
+    marker = request.node.get_closest_marker("hub_extra")
+    hub.extra = marker.args[0] if marker else ""
     hub.work.mkdir()
     hub.api_port = hub_api_port
     try:
@@ -233,3 +239,23 @@ def test_a_hub_users_server_queues_then_runs_as_their_det_notebook(
     wait_for(lambda: admin.get(f"/api/v1/notebooks/{nb['id']}")["notebook"]["state"] == "STATE_TERMINATED",
              timeout=60, what="the det task ended")
     assert "Traceback" not in master.log()
+
+
+
+@pytest.mark.hub_extra("c.DetSpawner.notebook_config = {'idle_timeout': '6s'}\nc.Spawner.poll_interval = 2\n")
+def test_an_idle_hub_server_is_culled_by_det_and_the_hub_sees_it_stopped(
+        cluster: tuple[MasterProcess, Hub]) -> None:
+    """det's culler looks at the server's kernels as the master's hub service (its role grants
+    access:servers): with no kernel busy it ends the task after its idle_timeout, and the
+    hub's next poll reports the server stopped."""
+    master, hub = cluster
+    admin = master.admin()
+    hub.api("POST", "/users/carol")
+    hub.api("POST", "/users/carol/server")
+    wait_for(lambda: hub.server("carol").get("ready"), timeout=120, what="carol's server ready")
+    (nb,) = admin.get("/api/v1/notebooks")["notebooks"]
+    wait_for(lambda: admin.get(f"/api/v1/notebooks/{nb['id']}")["notebook"]["state"] == "STATE_TERMINATED",
+             timeout=60, what="the idle server culled")
+    ended = admin.get(f"/api/v1/notebooks/{nb['id']}")["notebook"]
+    assert "culled: idle" in ended["exitStatus"], ended
+    wait_for(lambda: not hub.server("carol"), timeout=30, what="the hub seeing it stopped")
