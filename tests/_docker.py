@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._master import MasterProcess
+from tests._master import MasterProcess, start_agent
 
 SKELETON = "det-skel:1"
 START_TIMEOUT = 30.0
@@ -162,14 +162,8 @@ def docker_agent(master: MasterProcess, engine: Engine, work: Path, agent_id: st
                  extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
     """A ``det-agent`` process of the Docker runtime on ``engine`` (id ``agent_id``, work dir
     and log under ``work``), connected to ``master`` with its agent token."""
-    token = (master.data_dir / "agent_token").read_text().strip()
-    log = open(work / f"{agent_id}.log", "ab")  # noqa: SIM115 - the child holds it
-    return subprocess.Popen(
-        [sys.executable, "-m", "det_agent", "--master", master.url, f"--token={token}",
-         "--id", agent_id, "--slots", str(slots), "--work-dir", str(work / agent_id),
-         "--runtime", "docker", *extra],
-        env={**os.environ, "DOCKER_HOST": engine.host},
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return start_agent(master, work, agent_id, slots=slots, extra=("--runtime", "docker", *extra),
+                       env={"DOCKER_HOST": engine.host})
 
 
 def lend_site_packages() -> tuple[str, str | None]:

@@ -171,36 +171,49 @@ class MasterProcess:
 
 
 def start_agent(master: MasterProcess, work: Path, agent_id: str, *, slots: int = 2,
-                url: str | None = None, token: str | None = None) -> subprocess.Popen:
+                url: str | None = None, token: str | None = None, extra: tuple[str, ...] = (),
+                env: dict[str, str] | None = None) -> subprocess.Popen:
     """``det-agent`` as its own process, logging to ``work/<agent_id>.log`` (``url``: reach the
-    master another way, e.g. through a relay; ``token``: other than the master's own)."""
+    master another way, e.g. through a relay; ``token``: other than the master's own;
+    ``extra``: more flags; ``env``: variables over this process's)."""
     if token is None:
         token = (master.data_dir / "agent_token").read_text().strip()
     log = open(work / f"{agent_id}.log", "ab")
     return subprocess.Popen(
         [sys.executable, "-m", "det_agent", "--master", url or master.url, f"--token={token}",
-         "--id", agent_id, "--slots", str(slots), "--work-dir", str(work / agent_id)],
+         "--id", agent_id, "--slots", str(slots), "--work-dir", str(work / agent_id), *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        env=None if env is None else {**os.environ, **env},
     )
+
+
+@contextlib.contextmanager
+def bare_cluster(work: Path) -> Iterator[tuple[MasterProcess, list[subprocess.Popen]]]:
+    """A master with no embedded agent, and a list the test puts its agent processes in;
+    the agents still running and the master are stopped on exit."""
+    master = MasterProcess(work / "master", extra_args=["--no-agent"]).start()
+    procs: list[subprocess.Popen] = []
+    try:
+        yield master, procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+        master.stop()
 
 
 @contextlib.contextmanager
 def agent_cluster(work: Path, agents: dict[str, int]) -> Iterator[MasterProcess]:
     """A master with no embedded agent and a ``det-agent`` process per ``{id: slots}``, all
     connected; everything stopped on exit."""
-    master = MasterProcess(work / "master", extra_args=["--no-agent"]).start()
-    procs = [start_agent(master, work, agent_id, slots=slots) for agent_id, slots in agents.items()]
-    try:
+    with bare_cluster(work) as (master, procs):
+        procs += [start_agent(master, work, agent_id, slots=slots) for agent_id, slots in agents.items()]
         client = master.admin()
         wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == len(agents),
                  what=f"{len(agents)} agents connected")
         yield master
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=20)
-        master.stop()
 
 
 def wait_for(predicate: Any, timeout: float = 60, interval: float = 0.2, what: str = "condition") -> Any:

@@ -210,7 +210,7 @@ class DockerRuntime(Runtime):
             allocation_id = c["Labels"].get(LABEL_ALLOCATION) or ""
             if on_log is None or on_exit is None or not allocation_id or allocation_id in self._tasks:
                 if allocation_id not in self._tasks:
-                    await asyncio.to_thread(self._remove_leftover, c["Id"])
+                    await asyncio.to_thread(self._quietly_remove_leftover, c["Id"])
                 continue
             try:
                 await self._adopt(allocation_id, c, on_log, on_exit)
@@ -218,26 +218,28 @@ class DockerRuntime(Runtime):
                 log.warning("cannot re-attach to container %s of %s: %s", c["Id"][:12],
                             allocation_id, first_line(e))
                 self._tasks.pop(allocation_id, None)
-                await asyncio.to_thread(self._remove_leftover, c["Id"])
+                await asyncio.to_thread(self._quietly_remove_leftover, c["Id"])
 
     def _leftovers(self) -> list[dict[str, Any]]:
         """This agent's containers an earlier agent process left (in a worker thread)."""
         self._swept = True  # prepare() takes care of them: _client() must not remove them
-        api = self._client()
-        return list(api.containers(all=True, filters={"label": f"{LABEL_AGENT}={self._agent_id}"}))
+        return self._agents_containers(self._client())
 
-    def _remove_leftover(self, cid: str) -> None:
+    def _remove_leftover(self, api: Any, cid: str) -> None:
         log.warning("removing container %s left by an earlier run of agent %s", cid[:12], self._agent_id)
+        api.remove_container(cid, force=True)
+
+    def _quietly_remove_leftover(self, cid: str) -> None:
         with contextlib.suppress(Exception):
-            self._api.remove_container(cid, force=True)
+            self._remove_leftover(self._api, cid)
 
     def _remove_leftovers(self, api: Any) -> None:
-        found = api.containers(all=True, filters={"label": f"{LABEL_AGENT}={self._agent_id}"})
-        for c in found:
+        for c in self._agents_containers(api):
             if c["Labels"].get(LABEL_ALLOCATION) not in self._tasks:
-                log.warning("removing container %s left by an earlier run of agent %s",
-                            c["Id"][:12], self._agent_id)
-                api.remove_container(c["Id"], force=True)
+                self._remove_leftover(api, c["Id"])
+
+    def _agents_containers(self, api: Any) -> list[dict[str, Any]]:
+        return list(api.containers(all=True, filters={"label": f"{LABEL_AGENT}={self._agent_id}"}))
 
     async def _adopt(self, allocation_id: str, c: Mapping[str, Any], on_log: OnLog, on_exit: OnExit) -> None:
         """Re-attach to a container an earlier agent process started (``prepare``)."""

@@ -43,3 +43,9 @@ def trial_log_text(client: Client, trial_id: int) -> str:
     if isinstance(lines, dict):
         lines = [lines]
     return "".join(entry["result"]["message"] for entry in lines if entry)  # none yet: {}
+
+
+def task_log_text(client: Client, task_id: str) -> str:
+    """A task's log so far (a command's, a notebook's, a TensorBoard's)."""
+    lines = client.get(f"/api/v1/tasks/{task_id}/logs")
+    return "".join(e["result"]["message"] for e in ([lines] if isinstance(lines, dict) else lines) if e)

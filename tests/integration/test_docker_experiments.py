@@ -10,10 +10,7 @@ virtual environment) with the harness the agent binds in.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +19,23 @@ import pytest
 
 from tests import _docker
 from tests._docker import Engine
-from tests._master import ApiError, MasterProcess, create_experiment, wait_experiment, wait_for
-from tests.integration._exp import COUNTER, counter_config, submit_counter, trial_log_text, trials
+from tests._master import (
+    ApiError,
+    MasterProcess,
+    bare_cluster,
+    create_experiment,
+    start_agent,
+    wait_experiment,
+    wait_for,
+)
+from tests.integration._exp import (
+    COUNTER,
+    counter_config,
+    submit_counter,
+    task_log_text,
+    trial_log_text,
+    trials,
+)
 
 DDP = Path(__file__).parent / "fixtures" / "ddp"
 
@@ -110,16 +122,9 @@ def test_an_image_task_waits_for_an_agent_with_docker_and_says_why(
     """Placement: with only a process agent in the pool, an image experiment queues with a
     wait reason naming the missing Docker engine (while a process experiment runs there); an
     agent with Docker joining runs it, in a container."""
-    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    procs = []
-    try:
-        token = (master.data_dir / "agent_token").read_text().strip()
-        plain_log = open(tmp_path / "plain.log", "ab")  # noqa: SIM115 - the child holds it
+    with bare_cluster(tmp_path) as (master, procs):
         client = master.admin()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "det_agent", "--master", master.url, f"--token={token}", "--id", "plain",
-             "--slots", "1", "--work-dir", str(tmp_path / "plain"), "--runtime", "process"],
-            stdout=plain_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        procs.append(start_agent(master, tmp_path, "plain", slots=1, extra=("--runtime", "process")))
         wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 1, what="the process agent")
         img = create_experiment(client, _in_image(docker_engine, length=2), COUNTER)["experiment"]["id"]
         reason = wait_for(lambda: _job_of(client, img).get("waitReason"), what="a wait reason")
@@ -135,12 +140,6 @@ def test_an_image_task_waits_for_an_agent_with_docker_and_says_why(
         assert wait_experiment(client, img, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180) == "STATE_COMPLETED"
         log = trial_log_text(client, trials(client, img)[0]["id"])
         assert "harness=/run/determined/harness/det_harness" in log, log
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=30)
-        master.stop()
 
 
 def test_an_agent_restarted_within_the_reconnect_wait_reattaches_to_its_container(
@@ -148,14 +147,8 @@ def test_an_agent_restarted_within_the_reconnect_wait_reattaches_to_its_containe
     """A det-agent SIGKILLed while its container trains leaves the container running; started
     again (same id, same work dir) it re-attaches: the trial finishes in the same run (no
     restart), and its log has every line once, those printed while the agent was down too."""
-    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    token = (master.data_dir / "agent_token").read_text().strip()
-    argv = [sys.executable, "-m", "det_agent", "--master", master.url, f"--token={token}",
-            "--id", "dock", "--slots", "1", "--work-dir", str(tmp_path / "dock"), "--runtime", "docker"]
-    env = {**os.environ, "DOCKER_HOST": docker_engine.host}
-    log = open(tmp_path / "dock.log", "ab")  # noqa: SIM115 - closed below
-    procs = [subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)]
-    try:
+    with bare_cluster(tmp_path) as (master, procs):
+        procs.append(_docker.docker_agent(master, docker_engine, tmp_path, "dock"))
         client = master.admin()
         steps = 40
         exp_id = create_experiment(client, _in_image(docker_engine, length=steps, sleep=0.25, chatty=True),
@@ -169,8 +162,7 @@ def test_an_agent_restarted_within_the_reconnect_wait_reattaches_to_its_containe
         assert len(running) == 1, running  # the container outlives its agent
         before = trial_log_text(client, trials(client, exp_id)[0]["id"])
         time.sleep(2)  # lines printed while no agent reads them
-        procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL))
+        procs.append(_docker.docker_agent(master, docker_engine, tmp_path, "dock"))  # same id, same dir
         assert wait_experiment(client, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180) == "STATE_COMPLETED"
         (trial,) = trials(client, exp_id)
         assert trial["restarts"] == 0, trial
@@ -181,19 +173,6 @@ def test_an_agent_restarted_within_the_reconnect_wait_reattaches_to_its_containe
         agent_log = (tmp_path / "dock.log").read_text()
         assert "re-attached to container" in agent_log, agent_log[-3000:]
         assert api.containers(all=True, filters={"label": "ai.det-jupyter.agent=dock"}) == []
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=30)
-        log.close()
-        master.stop()
-
-
-def _task_log(client: object, task_id: str) -> str:
-    entries = client.get(f"/api/v1/tasks/{task_id}/logs")  # type: ignore[attr-defined]
-    entries = [entries] if isinstance(entries, dict) else entries
-    return "".join(e["result"]["message"] for e in entries if e)
 
 
 def test_a_command_with_an_image_runs_in_a_container(docker_master: MasterProcess, docker_engine: Engine) -> None:
@@ -203,7 +182,7 @@ def test_a_command_with_an_image_runs_in_a_container(docker_master: MasterProces
         "environment": {"image": docker_engine.image}, "bind_mounts": USR}})["command"]
     wait_for(lambda: client.get(f"/api/v1/commands/{cmd['id']}")["command"]["state"] == "STATE_TERMINATED",
              timeout=120, what="the command's end")
-    log = _task_log(client, cmd["id"])
+    log = task_log_text(client, cmd["id"])
     assert "pid1=docker-init" in log and "dir=/run/determined/workdir" in log, log
     assert "uid=0 " not in log, log
     # without an image, a command is a process, as before
@@ -211,7 +190,7 @@ def test_a_command_with_an_image_runs_in_a_container(docker_master: MasterProces
         "entrypoint": ["sh", "-c", "echo pid1=$(cat /proc/1/comm)"]}})["command"]
     wait_for(lambda: client.get(f"/api/v1/commands/{plain['id']}")["command"]["state"] == "STATE_TERMINATED",
              timeout=120, what="the plain command's end")
-    assert "pid1=docker-init" not in _task_log(client, plain["id"])
+    assert "pid1=docker-init" not in task_log_text(client, plain["id"])
 
 
 def test_a_notebook_with_an_image_is_reached_through_the_proxy(
@@ -234,7 +213,7 @@ def test_a_notebook_with_an_image_is_reached_through_the_proxy(
     try:
         nbh.wait_running(client, nb_id, timeout=120)
     except AssertionError as e:
-        raise AssertionError(f"{e}\n{nbh.state(client, nb_id)}: {_task_log(client, nb_id)[-4000:]}") from None
+        raise AssertionError(f"{e}\n{nbh.state(client, nb_id)}: {task_log_text(client, nb_id)[-4000:]}") from None
     proxy = nbh.proxy_client(client, nb_id)
     kernel = nbh.start_kernel(client, nb_id)
     out = asyncio.run(nbh.run_cell(nbh.ws_url(proxy.url, nb_id, kernel),
@@ -259,9 +238,8 @@ def test_a_two_slot_trial_trains_across_containers_on_two_agents(
     site, why_not = _docker.lend_site_packages()
     if why_not:
         pytest.skip(why_not)
-    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    procs = [_docker.docker_agent(master, docker_engine, tmp_path, name) for name in ("node-a", "node-b")]
-    try:
+    with bare_cluster(tmp_path) as (master, procs):
+        procs += [_docker.docker_agent(master, docker_engine, tmp_path, name) for name in ("node-a", "node-b")]
         client = master.admin()
         wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 2, what="two Docker agents")
         config = {
@@ -287,12 +265,6 @@ def test_a_two_slot_trial_trains_across_containers_on_two_agents(
         root = master.data_dir / "checkpoints" / latest["uuid"]
         weights = [json.loads((root / f"rank-{r}.json").read_text())["weight"] for r in (0, 1)]
         assert weights[0] == weights[1]  # the replicas stayed in step
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=30)
-        master.stop()
 
 
 def test_a_sigtermed_docker_agent_hands_its_trial_over_without_a_restart(
@@ -302,10 +274,10 @@ def test_a_sigtermed_docker_agent_hands_its_trial_over_without_a_restart(
     agent from that checkpoint, its restart count unchanged."""
     import signal
 
-    master = MasterProcess(tmp_path / "master", extra_args=["--no-agent"]).start()
-    agents = {name: _docker.docker_agent(master, docker_engine, tmp_path, name, extra=("--drain-timeout", "20"))
-              for name in ("left", "right")}
-    try:
+    with bare_cluster(tmp_path) as (master, procs):
+        agents = {name: _docker.docker_agent(master, docker_engine, tmp_path, name, extra=("--drain-timeout", "20"))
+                  for name in ("left", "right")}
+        procs += agents.values()
         client = master.admin()
         wait_for(lambda: len(client.get("/api/v1/agents")["agents"]) == 2, what="two Docker agents")
         exp_id = create_experiment(client, _in_image(docker_engine, length=200, sleep=0.1, ckpt_every=5),
@@ -327,10 +299,3 @@ def test_a_sigtermed_docker_agent_hands_its_trial_over_without_a_restart(
         assert log.count("harness=/run/determined/harness/det_harness") == 2  # both runs in containers
         api = docker_engine.api()
         assert api.containers(all=True, filters={"label": "ai.det-jupyter.allocation"}) == []
-    finally:
-        for proc in agents.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in agents.values():
-            proc.wait(timeout=30)
-        master.stop()

@@ -17,7 +17,7 @@ import pytest
 
 from tests._master import ADMIN_PASSWORD, ApiError, Client, MasterProcess, wait_experiment, wait_for
 from tests.integration import _notebooks as nbh
-from tests.integration._exp import submit_counter, trials
+from tests.integration._exp import submit_counter, task_log_text, trials
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 pytest.importorskip("tensorboard", reason="the tensorboard package: pip install -e .[tensorboard]")
@@ -50,18 +50,13 @@ def launch(client: Client, **body: object) -> str:
     return client.post("/api/v1/tensorboards", body)["tensorboard"]["id"]
 
 
-def task_logs(client: Client, task_id: str) -> str:
-    lines = client.get(f"/api/v1/tasks/{task_id}/logs")
-    return "".join(e["result"]["message"] for e in ([lines] if isinstance(lines, dict) else lines))
-
-
 def wait_running(client: Client, tb_id: str) -> None:
     try:
         final = wait_for(lambda: (s := state(client, tb_id)) in ("STATE_RUNNING", "STATE_TERMINATED")
                          and s, timeout=120, what=f"tensorboard {tb_id} running")
         assert final == "STATE_RUNNING", f"tensorboard {tb_id} ended before it ran"
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n--- its logs:\n{task_logs(client, tb_id)[-3000:]}") from None
+        raise AssertionError(f"{exc}\n--- its logs:\n{task_log_text(client, tb_id)[-3000:]}") from None
 
 
 @pytest.fixture(scope="module")
@@ -207,8 +202,8 @@ def test_the_tensorboards_token_reads_its_trials_only(cluster: MasterProcess,
 def test_tensorboards_own_port_refuses_requests_without_the_upstream_token(
         cluster: MasterProcess, board: str) -> None:
     client = cluster.admin()
-    match = re.search(r"TensorBoard \S+ at (http://\S+/)", task_logs(client, board))
-    assert match, task_logs(client, board)[-2000:]
+    match = re.search(r"TensorBoard \S+ at (http://\S+/)", task_log_text(client, board))
+    assert match, task_log_text(client, board)[-2000:]
     direct = match.group(1) + "data/environment"
     for headers in ({}, {"Authorization": "token wrong"},
                     {"Authorization": f"Bearer {client.token}"}):

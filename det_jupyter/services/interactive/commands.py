@@ -179,13 +179,11 @@ class CommandService:
             raise InvalidRequest(f"unknown task type {kind!r}")
         if self.admit is not None and isinstance(raw_config, dict):  # config policies, pool bindings
             raw_config = self.admit(workspace_id, f"id {workspace_id}", "NTSC", raw_config)
-        if isinstance(raw_config, dict) and self.resources is not None:
-            # the master's task_container_defaults, under what the config says (checked first)
-            expconf.validate_container_keys(raw_config)
-            cfg = CommandConfig.parse(raw_config)
-            raw_config = expconf.apply_container_defaults(
-                raw_config, self.resources.container_defaults_for(cfg.resource_pool, cfg.slots))
-        cfg = CommandConfig.parse(raw_config)
+        cfg = CommandConfig.parse(raw_config)  # what the config itself says is checked first
+        defaults = None if self.resources is None else \
+            self.resources.container_defaults_for(cfg.resource_pool, cfg.slots)
+        if defaults:  # the master's task_container_defaults, under what the config says
+            cfg = CommandConfig.parse(expconf.apply_container_defaults(raw_config, defaults))
         # A plain UUID, as 0.38.1's model.NewTaskID(): the stock client takes only those (or
         # "<experiment>.<uuid>") as whole ids. Older rows' "nb-<uuid>" ids still resolve: every
         # lookup is by the exact id, and the row's task_type tells the kind.
