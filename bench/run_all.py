@@ -32,7 +32,8 @@ from _common import (
 )
 
 BENCHES = ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py", "bm5_query.py",
-           "bm6_proxy.py", "bm7_footprint.py", "bm8_dashboard.py", "bm9_container.py"]
+           "bm6_proxy.py", "bm7_footprint.py", "bm8_dashboard.py", "bm9_container.py",
+           "bm10_hub.py"]
 
 # (key, label, bench, field, target, better)
 TARGETS = [
@@ -104,6 +105,10 @@ TARGETS = [
      "ratio_vs_floor", 1.5, "lower"),
     ("bm9_margin", "BM-9 container task, start -> first line: 1.2 x docker run + 150 ms - ours (ms; >= 0 meets)",
      "bm9_container", "margin_ms", 0, "higher"),
+    ("bm10_ratio", "BM-10 hub spawn -> ready: DetSpawner / LocalProcessSpawner, same run (x)", "bm10_hub",
+     "ratio_vs_local", 1.3, "lower"),
+    ("bm10_conc", "BM-10 20 users spawning at once: DetSpawner servers not ready", "bm10_hub",
+     "det_conc_not_ready", 0, "lower"),
 ]
 
 

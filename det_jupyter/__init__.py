@@ -17,8 +17,9 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     import os
 
     if os.environ.get("DET_TASK_TYPE"):
-        # A JupyterLab running as a det task (a notebook) is not a master: never start one there.
-        return []
+        # A JupyterLab running as a det task (a notebook, a JupyterHub server) is not a master:
+        # never start one there. It relays the sidebar's det calls to its master instead.
+        return [{"module": "det_jupyter.tasks.lab_relay"}]
     from .app import DetJupyterApp
 
     return [{"module": "det_jupyter.app", "app": DetJupyterApp}]

@@ -26,6 +26,7 @@ from .private_files import open_private, private_dir
 from .server_ext.access_log import without_unseen_successes
 from .server_ext.jupyter_guard import Guard, OriginPolicy, install, modest_body_limits
 from .server_ext.routes import ROUTES
+from .services.accounts.hub import HubOAuth
 from .services.accounts.users import POLICY_TEXT, password_problem
 from .services.interactive.notebooks import PROBE_INTERVAL
 from .store import sqlite_url
@@ -123,6 +124,16 @@ class DetJupyterApp(ExtensionApp):
         help="JupyterHub's API URL (http://HUB/hub/api): tokens the hub issued are accepted, their "
         "users being det users of the same name. The hub service token comes from "
         "JUPYTERHUB_API_TOKEN. Empty: no hub.",
+    )
+    hub_url = Unicode(
+        "", config=True,
+        help="JupyterHub's URL as browsers reach it (http://HUB), for signing in through the hub. "
+        "Empty: env JUPYTERHUB_PUBLIC_HUB_URL, else the API URL less /hub/api.",
+    )
+    hub_client_id = Unicode(
+        "", config=True,
+        help="The master's OAuth client id at the hub (its service's, service-<name>). Empty: env "
+        "JUPYTERHUB_CLIENT_ID, else service-det-master.",
     )
     master_config = Unicode(
         "", config=True,
@@ -246,8 +257,9 @@ class DetJupyterApp(ExtensionApp):
             notebook_idle_check_s=self.notebook_idle_check,
             tensorboard_timeout_s=self.tensorboard_timeout or None,
             default_user_role=self.default_user_role,
-            hub_api_url=self.hub_api_url or os.environ.get("DET_HUB_API_URL") or None,
+            hub_api_url=self._hub_api_url(),
             hub_service_token=os.environ.get("JUPYTERHUB_API_TOKEN") or None,
+            hub_oauth=self._hub_oauth(),
         ))
         if self.master.generated_password and password is None:
             self._keep_generated_password(self.master.generated_password)
@@ -280,6 +292,22 @@ class DetJupyterApp(ExtensionApp):
         log = self.serverapp.log
         for target in (log, *getattr(log, "handlers", ())):
             target.addFilter(redact)
+
+    def _hub_api_url(self) -> str | None:
+        """The hub's API: the trait, else DET_HUB_API_URL, else (run as a hub-managed service,
+        JUPYTERHUB_SERVICE_NAME set) the JUPYTERHUB_API_URL the hub gives its services."""
+        env = os.environ
+        service = env.get("JUPYTERHUB_API_URL") if env.get("JUPYTERHUB_SERVICE_NAME") else None
+        return self.hub_api_url or env.get("DET_HUB_API_URL") or service or None
+
+    def _hub_oauth(self) -> HubOAuth | None:
+        api = self._hub_api_url()
+        if not api:
+            return None
+        env = os.environ
+        public = self.hub_url or env.get("JUPYTERHUB_PUBLIC_HUB_URL") or api.rstrip("/").removesuffix("/hub/api")
+        return HubOAuth(self.hub_client_id or env.get("JUPYTERHUB_CLIENT_ID") or "service-det-master",
+                        public.rstrip("/").removesuffix("/hub"), env.get("JUPYTERHUB_OAUTH_CALLBACK_URL", ""))
 
     def _resources(self) -> ResourceConfig:
         """Pools and schedulers from the master config file, else from the traits; a bad

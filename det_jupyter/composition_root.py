@@ -18,7 +18,7 @@ from .services.access.rbac import RbacService
 from .services.access.resolver import AccessService
 from .services.accounts.auth import AuthService
 from .services.accounts.groups import GroupService
-from .services.accounts.hub import HubAuth
+from .services.accounts.hub import HubAuth, HubOAuth, HubSync
 from .services.accounts.tokens import TokenService
 from .services.accounts.users import UserService
 from .services.allocation.logs import LogService
@@ -81,6 +81,7 @@ class MasterSettings:
     default_user_role: str = "Editor"  # what a new user gets on Uncategorized ("" for nothing)
     hub_api_url: str | None = None  # JupyterHub's API (its users' tokens are accepted)
     hub_service_token: str | None = None  # the master's own token as the hub's service
+    hub_oauth: HubOAuth | None = None  # the master as the hub's OAuth client (browser sign-in)
 
 
 class Master:
@@ -125,7 +126,8 @@ class Master:
         self.groups = GroupService(engine, self.rbac)
         self.tokens = TokenService(engine, clock, self.auth)
         self.hub_auth = None if not settings.hub_api_url else HubAuth(
-            settings.hub_api_url, settings.hub_service_token or "", self.auth)
+            settings.hub_api_url, settings.hub_service_token or "", self.auth,
+            on_hub_user=HubSync(engine, self.auth, self.rbac), oauth=settings.hub_oauth)
         self.generated_password = self.auth.bootstrap(settings.initial_password)
         bootstrap.ensure_uncategorized(engine, clock.now())
         if self.generated_password is not None:  # a new database: admin and determined get roles

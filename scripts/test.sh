@@ -58,6 +58,17 @@ if [ ! -x "$DET_CHP_DIR/node_modules/.bin/configurable-http-proxy" ] && command 
     || echo "test.sh: configurable-http-proxy could not be installed; the JupyterHub tests will skip" >&2
 fi
 
+# The Kubernetes tests (tests/integration/test_k8s_testbed.py, tests/_k8s.py) start a real
+# single-node Kubernetes 1.20.2 built from Debian's source by scripts/k8s/build.sh, cached
+# outside the clone by version (DET_K8S_HOME, default ~/.cache/det-jupyter/k8s-1.20.2): ~9 min
+# once on 2 cores, a no-op after. If it cannot be built, say why; those tests then skip
+# (DET_K8S_BUILD=0: the fixture uses a cached build only, and does not try again).
+if [ "$(id -u)" = 0 ] && [ "${DET_K8S_BUILD:-1}" != 0 ]; then
+  bash scripts/k8s/build.sh \
+    || { echo "test.sh: the Kubernetes test bed could not be built (see above); its tests will skip" >&2
+         export DET_K8S_BUILD=0; }
+fi
+
 # The stock determined client lives in a venv of its own (it ships its own `det`), with torch
 # and tensorboard, which its Core API imports at init. Never installed into .venv.
 DET_VENV=${DET_COMPAT_VENV:-$PWD/.venv-det}

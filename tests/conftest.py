@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests import _docker, _wheel
+from tests import _docker, _k8s, _wheel
 from tests._master import MasterProcess
 
 PG_DSN = os.environ.get("DET_TEST_PG_DSN")
 #: Under pytest-xdist (scripts/test.sh runs two workers, ``--dist loadfile``), a module's tests
 #: run on one worker (its module fixtures are made once), and so do the modules that share a
-#: session resource, so it is made once: the wheel and its venv, the private Docker daemon.
+#: session resource, so it is made once: the wheel and its venv, the private Docker daemon,
+#: the Kubernetes test bed (scripts/k8s/).
 SHARED_RESOURCE = {
     "tests/browser/test_dashboard.py": "wheel",
     "tests/integration/test_front_door.py": "wheel",
@@ -26,6 +27,7 @@ SHARED_RESOURCE = {
     "tests/integration/test_docker_experiments.py": "docker",
     "tests/compat/test_docker_stock.py": "docker",
     "tests/integration/test_task_isolation.py": "docker",  # its sqlite-docker cluster
+    "tests/integration/test_k8s_testbed.py": "k8s",
 }
 
 PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)"
@@ -177,3 +179,12 @@ def docker_engine() -> Iterator[_docker.Engine]:
     skips, saying why, where none can run."""
     with _docker.private_daemon() as engine:
         yield engine
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster() -> Iterator[_k8s.Cluster]:
+    """A real single-node Kubernetes for the session (tests/_k8s.py, scripts/k8s/): built once
+    and cached outside the clone, started here, stopped at the end; skips, saying how to
+    enable it, where it cannot run."""
+    with _k8s.k8s_cluster() as cluster:
+        yield cluster

@@ -63,6 +63,8 @@ def _serve(args: argparse.Namespace) -> int:
         cfg.DetJupyterApp.agent_reconnect_wait = args.agent_reconnect_wait
     if args.hub_api_url:
         cfg.DetJupyterApp.hub_api_url = args.hub_api_url
+    if args.hub_url:
+        cfg.DetJupyterApp.hub_url = args.hub_url
     if args.proxy_port is not None:
         cfg.DetJupyterApp.proxy_port = args.proxy_port
     app = ServerApp(config=cfg)
@@ -132,6 +134,8 @@ def _up(args: argparse.Namespace) -> int:
         argv += ["--agent-reconnect-wait", str(args.agent_reconnect_wait)]
     if args.hub_api_url:
         argv += ["--hub-api-url", args.hub_api_url]
+    if args.hub_url:
+        argv += ["--hub-url", args.hub_url]
     if args.no_agent:
         argv += ["--no-agent"]
     if args.proxy_port is not None:
@@ -262,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="serve a JupyterHub's users: accept the tokens the hub at URL "
                          "(http://HUB/hub/api) issued; its service token in JUPYTERHUB_API_TOKEN "
                          "(docs/jupyterhub.md)")
+    up.add_argument("--hub-url", default=None, metavar="URL",
+                    help="the hub's URL as browsers reach it (http://HUB), where they sign in to "
+                         "the master (default: env JUPYTERHUB_PUBLIC_HUB_URL, else the API URL "
+                         "less /hub/api)")
     up.add_argument("--proxy-port", type=int, default=None,
                     help="port of the proxy's own origin, where notebooks and TensorBoards are "
                          "served (/proxy/<task id>/) (default: env DET_PROXY_PORT, else a free "

@@ -72,8 +72,10 @@ class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
     Credentials, first that applies: ``token``; ``password`` (logs in and caches the token);
     ``DET_PASS`` with ``user``/``DET_USER``; in a kernel of a Jupyter server that runs the
     det-jupyter extension, the server's identity (``det_jupyter.identity``: its master and
-    user, when ``master``/``user`` name no other); else the cached token of ``user`` (or of
-    the last user who logged in to this master). Raises ``NotLoggedIn`` when none applies.
+    user, when ``master``/``user`` name no other); inside a task (a notebook, a JupyterHub
+    server, a command), its owner's token (``DET_USER_TOKEN`` for ``DET_USER`` at
+    ``DET_MASTER``), as the stock client does; else the cached token of ``user`` (or of the
+    last user who logged in to this master). Raises ``NotLoggedIn`` when none applies.
     """
 
     def __init__(self, master: str | None = None, user: str | None = None,
@@ -96,6 +98,8 @@ class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
               and user in (None, ident.username)):
             self._session.token = ident.token
             user = ident.username
+        elif (task := _task_credentials(self.master, user)) is not None:
+            self._session.token, user = task
         else:
             user = user or self._store.active_user(self.master)
             cached = self._store.token(self.master, user) if user else None
@@ -298,3 +302,13 @@ class Determined(TaskMethods, WorkspaceMethods, ModelMethods):
     def list_resource_pools(self) -> list[dict[str, Any]]:
         """Resource pools (``v1ResourcePool`` dicts)."""
         return self._session.get("/api/v1/resource-pools").get("resourcePools") or []
+
+
+def _task_credentials(master: str, user: str | None) -> tuple[str, str] | None:
+    """``(token, username)`` of the task this process runs in, when ``master`` is its master
+    and ``user`` (if named) its owner; else None."""
+    env = os.environ
+    token, owner, at = env.get("DET_USER_TOKEN"), env.get("DET_USER"), env.get("DET_MASTER")
+    if not token or not owner or not at or master_url(at) != master or user not in (None, owner):
+        return None
+    return token, owner

@@ -15,6 +15,7 @@ import asyncio
 import json
 import time
 from typing import Any
+from urllib.parse import quote
 
 from jupyterhub.spawner import Spawner
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -48,6 +49,16 @@ class DetSpawner(Spawner):
         300, config=True, help="Seconds a server may take to answer once the master placed it "
         "(time waiting in the queue does not count).")
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        user = getattr(self, "user", None)
+        hubs_name: Any = getattr(self, "oauth_client_id", None)
+        if user is not None and hubs_name:
+            # The hub names a server's OAuth client "jupyterhub-user-<user>[-<server>]", the
+            # same for a-b/c and a/b-c (the second spawn then fails inside the hub): ours
+            # escapes the dash, so every (user, server) pair gets a name of its own.
+            self.oauth_client_id = oauth_client_id(user.name, self.name or "")
+
     @default("start_timeout")
     def _start_timeout_default(self) -> int:
         return QUEUE_PATIENCE_S
@@ -78,6 +89,7 @@ class DetSpawner(Spawner):
         if self.task_id:
             state["det_task_id"] = self.task_id
             state["det_token"] = self.api_token  # a hub restart does not keep the server's token
+            state["det_client_id"] = self.oauth_client_id  # the one the running server knows
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -85,6 +97,8 @@ class DetSpawner(Spawner):
         self.task_id = state.get("det_task_id") or None
         if state.get("det_token") and not getattr(self, "api_token", ""):
             self.api_token = state["det_token"]
+        if state.get("det_client_id"):
+            self.oauth_client_id = state["det_client_id"]
 
     def clear_state(self) -> None:
         super().clear_state()
@@ -165,7 +179,8 @@ class DetSpawner(Spawner):
                 await self._kill()
                 raise TimeoutError(f"the server's det task {self.task_id} did not answer within "
                                    f"{self.det_start_timeout} s of being placed")
-            await asyncio.sleep(1.0)
+            # Once placed the server answers within seconds: look often then (not in the queue).
+            await asyncio.sleep(1.0 if placed_at is None else 0.1)
 
     async def progress(self) -> Any:
         last = None
@@ -226,6 +241,16 @@ class DetError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"det master answered {code}: {message}")
         self.code = code
+
+
+def oauth_client_id(user: str, server: str = "") -> str:
+    """A server's OAuth client name, distinct for every (user, server) pair: the parts are
+    percent-encoded with ``-`` encoded too, so the dash between them is never ambiguous (and
+    the name is still a valid cookie name, which the hub makes of it)."""
+    def part(text: str) -> str:
+        return quote(text, safe="").replace("-", "%2D")
+
+    return f"jupyterhub-user-{part(user)}" + (f"-{part(server)}" if server else "")
 
 
 def _merge(into: dict[str, Any], more: dict[str, Any]) -> None:

@@ -72,6 +72,7 @@ button {{ margin-top: 1.2rem; width: 100%; padding: .6rem; font-size: 1rem; }}
 <input type="password" name="password" id="password_input" autocomplete="current-password">
 <button type="submit" id="login_submit">Log in</button>
 </form>
+{hub}
 {message}
 <p class="hint">An admin of this master (<code>det user list</code>). The first start created
 <code>admin</code> with the password in <code>&lt;data dir&gt;/admin_password</code>.
@@ -91,11 +92,21 @@ class DetLoginHandler(LoginFormHandler):
                 action=xhtml_escape(f"{self.base_url}login?next={url_escape(next_url)}"),
                 xsrf=self.xsrf_form_html(),
                 username=xhtml_escape(self.get_argument("username", default="")),
+                hub=self._hub_link(next_url),
                 message=f'<p class="error" id="login_error">{xhtml_escape(error)}</p>'
                 if error
                 else "",
             )
         )
+
+
+    def _hub_link(self, next_url: str) -> str:
+        """Where the master serves a JupyterHub's users: a link to sign in through the hub."""
+        if getattr(self.settings.get("det_master"), "hub_auth", None) is None:
+            return ""
+        href = f"{self.base_url}det-jupyter/hub/login?next={url_escape(next_url)}"
+        return (f'<p><a id="hub_login" href="{xhtml_escape(href)}">Sign in with JupyterHub</a> '
+                "(an admin of the hub)</p>")
 
 
 class DetIdentityProvider(IdentityProvider):

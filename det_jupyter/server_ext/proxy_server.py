@@ -20,12 +20,13 @@ import json
 import logging
 import socket
 from typing import Any
+from urllib.parse import urlencode
 
 from tornado import httpserver, netutil, web
 
 from ..errors import NotFound
 from ..services.interactive.origins import ProxyOrigin, default_hostname, request_hostname
-from ._proxy import ProxyHandler, ProxyRootHandler, bad_path, close_upstreams
+from ._proxy import COOKIE, TICKET_PARAM, ProxyHandler, ProxyRootHandler, bad_path, close_upstreams
 from ._proxy_fast import ProxyDelegate
 
 log = logging.getLogger("det_jupyter.proxy")
@@ -46,6 +47,8 @@ class MasterProxyHandler(ProxyHandler):
         await self._proxy(task_id, path)
 
     async def _proxy(self, task_id: str, path: str = "") -> None:
+        if self._sign_in_first():
+            return
         try:
             self._authorize(task_id)  # the proxy's own check: a redirect reveals nothing more
         except NotFound:
@@ -63,6 +66,21 @@ class MasterProxyHandler(ProxyHandler):
         self.set_header("Cache-Control", "no-store")
         self.set_header("Referrer-Policy", "no-referrer")
         self.redirect(origin_location(origin, hostname, self._tail()), status=307)
+
+    def _sign_in_first(self) -> bool:
+        """A browser's GET with no credential at all, where the master serves a JupyterHub:
+        sent to sign in through the hub, and back here with the task's ticket
+        (``_hub_oauth``). Whether it was sent (the same for every task id, so it reveals
+        nothing)."""
+        if getattr(self.master, "hub_auth", None) is None or self.request.method != "GET":
+            return False
+        if (self.request.headers.get("Authorization") or self.get_query_argument(TICKET_PARAM, None)
+                or self.get_cookie(COOKIE)):
+            return False
+        base = self.settings.get("base_url", "/")
+        self.set_header("Cache-Control", "no-store")
+        self.redirect(f"{base}det-jupyter/hub/login?{urlencode({'next': base.rstrip('/') + self._tail()})}")
+        return True
 
     def _tail(self) -> str:
         """The raw path from ``/proxy/`` on (below the server's base_url), and the query."""

@@ -18,6 +18,7 @@ from . import (
     _generic_tasks,
     _groups,
     _hub,
+    _hub_oauth,
     _jobs,
     _lab,
     _master,
@@ -51,6 +52,8 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/info", _auth.InfoHandler),
     (r"/det-jupyter/session", _lab.LabSessionHandler),
     (r"/det-jupyter/chart\.js", _lab.ChartModuleHandler),
+    (r"/det-jupyter/hub/login", _hub_oauth.HubLoginHandler),
+    (r"/det-jupyter/hub/oauth_callback", _hub_oauth.HubCallbackHandler),
     (r"/proxy/([^/]+)/(.*)", proxy_server.MasterProxyHandler),  # 307 to the proxy's origin
     (r"/proxy/([^/]+)", _proxy.ProxyRootHandler),
     (r"/det-jupyter/tunnel/([^/]+)", _shells.ShellTunnelHandler),

@@ -268,6 +268,13 @@ def _v17_allocation_requires(conn: sa.Connection) -> None:
         conn.execute(sa.text("ALTER TABLE allocations ADD COLUMN requires VARCHAR(255)"))
 
 
+def _v18_hub_users(conn: sa.Connection) -> None:
+    """users.admin_from_hub and user_groups.from_hub (JupyterHub's admins and groups in det)."""
+    for table, column in (("users", "admin_from_hub"), ("user_groups", "from_hub")):
+        if column not in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
+            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} BOOLEAN"))
+
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _v1_initial),
     (2, _v2_chart_levels),
@@ -286,6 +293,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (15, _v15_pools_and_policies),
     (16, _v16_log_retention),
     (17, _v17_allocation_requires),
+    (18, _v18_hub_users),
 ]
 
 

@@ -52,6 +52,8 @@ users = sa.Table(
     sa.Column("active", sa.Boolean, nullable=False, default=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("modified_at", sa.Float, nullable=False),
+    # Migration 18: the admin flag came from JupyterHub (its next answer may take it back).
+    sa.Column("admin_from_hub", sa.Boolean),
 )
 
 user_sessions = sa.Table(
@@ -386,6 +388,8 @@ user_groups = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", sa.String(255), nullable=False, unique=True),
+    # Migration 18: a JupyterHub group of the same name; the hub sets its members.
+    sa.Column("from_hub", sa.Boolean),
 )
 
 group_members = sa.Table(

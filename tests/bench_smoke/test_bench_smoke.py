@@ -30,6 +30,9 @@ CASES = [
     ("bm8_dashboard.py", {"ours_ms", "ours_loss_ms", "floor_ms", "floor_loss_ms", "table_ms", "ratio_vs_floor",
                           "optuna_dashboard_ms", "ratio_vs_optuna", "meets_2s", "meets_vs_floor", "rounds"}, 180),
     ("bm9_container.py", {"ours_ms", "docker_run_ms", "process_ms", "margin_ms", "meets_target", "rounds"}, 120),
+    ("bm10_hub.py", {"det_ready_ms", "local_ready_ms", "det_proxied_ms", "local_proxied_ms", "ratio_vs_local",
+                     "margin_ms", "meets_target", "det_conc_p95_ms", "det_conc_not_ready", "conc_all_ready",
+                     "rounds"}, 240),
 ]
 
 
@@ -39,7 +42,7 @@ def test_smoke(script: str, keys: set[str], limit: int) -> None:
                           text=True, timeout=limit, cwd=BENCH.parent)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    if summary.get("skipped"):  # bm9: no Docker engine can run here
+    if summary.get("skipped"):  # bm9: no Docker engine; bm10: no jupyterhub or configurable-http-proxy
         pytest.skip(summary["skipped"])
     assert keys <= summary.keys(), f"missing {keys - summary.keys()}"
     assert summary.get("smoke", True) is True
@@ -49,6 +52,9 @@ def test_smoke(script: str, keys: set[str], limit: int) -> None:
         # within a pass of its timeout, no active one.
         assert summary["cull_within_timeout_plus_tick"] is True, summary
         assert summary["cull_active_culled"] == 0 and summary["cull_quiet_not_culled"] == 0, summary
+    if script == "bm10_hub.py":
+        # Every user spawning at once got a ready server, on both hubs.
+        assert summary["conc_all_ready"] is True, summary
 
 
 @pytest.mark.parametrize("script", ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py",

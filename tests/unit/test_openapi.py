@@ -47,8 +47,10 @@ def test_every_operation_declares_who_may_call_it(path: str, verb: str, op: dict
 
 def test_only_the_allowlisted_routes_are_public() -> None:
     public = sorted(f"{v.upper()} {p}" for p, v, op in _operations() if op.get("x-det-public"))
-    # login, master info (the stock CLI reads it before logging in) and a redirect
-    assert public == ["GET /api/v1/master", "GET /info", "GET /proxy/{task_id}", "POST /api/v1/auth/login"]
+    # login, master info (the stock CLI reads it before logging in), a redirect, and signing
+    # in through JupyterHub (its start and its OAuth callback: the hub vouches for the user)
+    assert public == ["GET /api/v1/master", "GET /det-jupyter/hub/login", "GET /det-jupyter/hub/oauth_callback",
+                      "GET /info", "GET /proxy/{task_id}", "POST /api/v1/auth/login"]
 
 
 def test_path_templates() -> None:

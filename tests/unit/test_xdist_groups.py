@@ -1,6 +1,6 @@
 """The suite's own layout: every test module using a session-wide resource (the wheel, the
-private Docker daemon) is in tests/conftest.py's SHARED_RESOURCE, so that under xdist those
-modules run on one worker and the resource is made once."""
+private Docker daemon, the Kubernetes test bed) is in tests/conftest.py's SHARED_RESOURCE, so
+that under xdist those modules run on one worker and the resource is made once."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from tests.conftest import SHARED_RESOURCE
 
 ROOT = Path(__file__).resolve().parents[2]
 USES = {"wheel": re.compile(r"\b(wheel|wheel_env)\s*:"),
-        "docker": re.compile(r"\bdocker_engine\s*:|getfixturevalue\(\"docker_engine\"\)")}
+        "docker": re.compile(r"\bdocker_engine\s*:|getfixturevalue\(\"docker_engine\"\)"),
+        "k8s": re.compile(r"\bk8s_cluster\s*:")}
 
 
 def test_every_module_sharing_a_session_resource_is_grouped() -> None:
