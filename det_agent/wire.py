@@ -169,6 +169,9 @@ class Container:
     add_capabilities: tuple[str, ...] = ()
     drop_capabilities: tuple[str, ...] = ()
     shm_size: int | None = None
+    #: ``environment.pod_spec``: a Kubernetes pod merged under the task's own (Kubernetes only;
+    #: agents ignore it)
+    pod_spec: Mapping[str, Any] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -183,6 +186,8 @@ class Container:
             out["registry_auth"] = dict(self.registry_auth)
         if self.shm_size is not None:
             out["shm_size"] = self.shm_size
+        if self.pod_spec is not None:
+            out["pod_spec"] = dict(self.pod_spec)
         return out
 
     @classmethod
@@ -207,6 +212,7 @@ class Container:
             add_capabilities=check.strings(d, "add_capabilities", what, []),
             drop_capabilities=check.strings(d, "drop_capabilities", what, []),
             shm_size=check.opt_integer(d, "shm_size", what),
+            pod_spec=None if d.get("pod_spec") is None else dict(check.obj(d["pod_spec"], f"{what}.pod_spec")),
         )
 
 

@@ -377,6 +377,9 @@ class DetJupyterApp(ExtensionApp):
     def _own_url(self) -> str:
         if self.master_url:
             return self.master_url.rstrip("/")
+        k8s = self.master.resources.kubernetes  # how pods reach the master
+        if k8s is not None and k8s.master_url():
+            return str(k8s.master_url()).rstrip("/")
         base = self.serverapp.base_url.rstrip("/")
         return f"http://127.0.0.1:{self.serverapp.port}{base}"
 
@@ -399,6 +402,9 @@ class DetJupyterApp(ExtensionApp):
         # Events drive scheduling; this tick is a safety net so nothing waits on a lost event.
         self._tick = PeriodicCallback(self.master.rm.schedule_soon, 2000)
         self._tick.start()
+        begin = getattr(self.master.rm, "begin", None)  # a Kubernetes cluster's nodes and pods
+        if begin is not None:
+            begin()
         # Notebooks: readiness (every second) and idle culling (every notebook_idle_check).
         self._notebook_tick = PeriodicCallback(self._notebooks_tick, 1000)
         self._notebook_tick.start()
@@ -407,7 +413,7 @@ class DetJupyterApp(ExtensionApp):
         self._probe_tick = PeriodicCallback(self.master.notebooks.probe_starting,
                                             PROBE_INTERVAL * 1000)
         self._probe_tick.start()
-        if self.embedded_agent:
+        if self.embedded_agent and self.master.resources.kubernetes is None:
             from det_agent import Agent, detect_slots
 
             agent_id = f"{socket.gethostname()}-embedded"
@@ -515,6 +521,9 @@ class DetJupyterApp(ExtensionApp):
             await self._agent.stop()
         if self._agent_task is not None:
             self._agent_task.cancel()
+        end = getattr(self.master.rm, "end", None)
+        if end is not None:
+            end()
         self.master.notebooks.proxy_origin = None
         await self._proxy_server.stop()
         self.master.stop()

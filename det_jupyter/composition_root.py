@@ -179,11 +179,21 @@ class Master:
         self.reports = TrialReports(self.metrics, self.webhooks, self.searcher_batch)
 
         # -- where tasks run ----------------------------------------------------------------
-        self.rm = AgentRM(
-            self.allocations, self.logs, self.clock, resources=self.resources,
-            reconnect_wait_s=settings.agent_reconnect_wait_s,
-            preemption_timeout_s=settings.preemption_timeout_s,
-        )
+        k8s = resources.kubernetes if isinstance(resources, ResourceConfig) else None
+        if k8s is not None:  # resource_manager.type: kubernetes
+            from .rm.kubernetes import KubeApi, KubernetesRM
+
+            self.rm: AgentRM = KubernetesRM(
+                self.allocations, self.logs, self.clock, k8s=k8s, api=KubeApi(k8s.kubeconfig_path),
+                cluster_id=lambda: self.cluster_id, resources=self.resources,
+                reconnect_wait_s=settings.agent_reconnect_wait_s,
+                preemption_timeout_s=settings.preemption_timeout_s)
+        else:
+            self.rm = AgentRM(
+                self.allocations, self.logs, self.clock, resources=self.resources,
+                reconnect_wait_s=settings.agent_reconnect_wait_s,
+                preemption_timeout_s=settings.preemption_timeout_s,
+            )
         launcher_late.bind(self.rm)
         self.jobs = JobControl(engine, resources, self.jobs_changed.fire)
         self.jobs_changed.connect(self.allocations.invalidate)

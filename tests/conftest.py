@@ -28,6 +28,7 @@ SHARED_RESOURCE = {
     "tests/compat/test_docker_stock.py": "docker",
     "tests/integration/test_task_isolation.py": "docker",  # its sqlite-docker cluster
     "tests/integration/test_k8s_testbed.py": "k8s",
+    "tests/integration/test_k8s_rm.py": "k8s",
 }
 
 PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)"

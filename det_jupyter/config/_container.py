@@ -132,4 +132,5 @@ def container_for(config: Mapping[str, Any], slot_type: str = "cpu") -> Containe
         add_capabilities=tuple(c.upper().removeprefix("CAP_") for c in env.get("add_capabilities") or ()),
         drop_capabilities=tuple(c.upper().removeprefix("CAP_") for c in env.get("drop_capabilities") or ()),
         shm_size=DEFAULT_SHM_SIZE if shm is None else parse_size(shm, "resources.shm_size"),
+        pod_spec=dict(env["pod_spec"]) if isinstance(env.get("pod_spec"), dict) else None,
     )

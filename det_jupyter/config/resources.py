@@ -28,6 +28,7 @@ from det_jupyter import scheduler
 from det_jupyter.errors import DetError
 
 from ._container_defaults import container_defaults
+from ._kubernetes import KubernetesConfig, parse_kubernetes
 from ._yaml import load_yaml
 
 DEFAULT_PRIORITY = 42
@@ -71,6 +72,8 @@ class ResourceConfig:
     default_aux_pool: str
     #: master.yaml's top-level ``task_container_defaults`` (a task-config fragment).
     task_container_defaults: Mapping[str, Any] | None = None
+    #: ``resource_manager.type: kubernetes``: its settings (None: agents).
+    kubernetes: KubernetesConfig | None = None
 
     def container_defaults_for(self, requested: str, slots: int) -> Mapping[str, Any] | None:
         """The ``task_container_defaults`` fragment of the pool a task runs in: the pool's
@@ -101,12 +104,12 @@ def parse_resources(
     """Build the configuration; with nothing given, one pool "default" on the priority policy
     (``task_container_defaults``: master.yaml's top-level key, checked here)."""
     rm = dict(resource_manager or {})
-    _only(rm, {"type", "default_compute_resource_pool", "default_aux_resource_pool", "scheduler",
-               "cluster_name", "no_default_resource_pools"}, "resource_manager")
-    if rm.get("type", "agent") != "agent":
-        raise ValueError(
-            f"resource_manager.type: only 'agent' is supported here, got {rm.get('type')!r}"
-        )
+    kind = rm.get("type", "agent")
+    if kind not in ("agent", "kubernetes"):
+        raise ValueError(f"resource_manager.type must be agent or kubernetes, got {kind!r}")
+    if kind == "agent":
+        _only(rm, {"type", "default_compute_resource_pool", "default_aux_resource_pool", "scheduler",
+                   "cluster_name", "no_default_resource_pools"}, "resource_manager")
     base = _scheduler(rm.get("scheduler"), "resource_manager.scheduler")
     pools: dict[str, PoolConfig] = {}
     if resource_pools is None:
@@ -119,7 +122,8 @@ def parse_resources(
             raise ValueError(f"{where} must be a mapping with pool_name, got {entry!r}")
         _only(entry, {"pool_name", "description", "scheduler", "provider",
                       "max_aux_containers_per_agent", "task_container_defaults",
-                      "agent_reattach_enabled", "agent_reconnect_wait"}, where)
+                      "agent_reattach_enabled", "agent_reconnect_wait"}
+              | ({"kubernetes_namespace"} if kind == "kubernetes" else set()), where)
         name = entry.get("pool_name")
         if not isinstance(name, str) or not name:
             raise ValueError(f"{where}.pool_name must be a non-empty string")
@@ -142,7 +146,8 @@ def parse_resources(
                 f"({', '.join(pools)})"
             )
     cluster = None if task_container_defaults is None else container_defaults(task_container_defaults)
-    return ResourceConfig(pools, compute, aux, cluster)
+    k8s = parse_kubernetes(rm, resource_pools, task_container_defaults) if kind == "kubernetes" else None
+    return ResourceConfig(pools, compute, aux, cluster, k8s)
 
 
 def _scheduler(raw: Any, where: str) -> SchedulerConfig:

@@ -51,7 +51,7 @@ def test_first_pool_is_the_default_when_none_is_named() -> None:
 @pytest.mark.parametrize(
     ("rm", "pools", "message"),
     [
-        ({"type": "kubernetes"}, None, "resource_manager.type: only 'agent'"),
+        ({"type": "slurm"}, None, "resource_manager.type must be agent or kubernetes"),
         ({"schedular": {}}, None, "resource_manager: unknown key(s) schedular"),
         ({"scheduler": {"type": "lottery"}}, None, "resource_manager.scheduler.type must be one of"),
         ({"scheduler": {"fitting_policy": "tight"}}, None, "fitting_policy must be best or worst"),

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from det_agent.pod import exec_exit_code, parse_pod_spec
+from det_agent.pod import parse_pod_spec
 from det_agent.runtime._launch import harness_dir
+from det_agent.runtime._pod import exec_exit_code
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 TOKEN = "tok-1"
@@ -224,7 +225,7 @@ def test_parse_pod_spec_names_the_bad_key(raw: dict[str, Any], words: str) -> No
 
 def test_parse_pod_spec_defaults() -> None:
     pod = parse_pod_spec({"spec": _spec("true"), "agent_id": "n", "slot_types": {"0": "cuda"}})
-    assert (pod.run_dir, pod.slot_types, pod.spec["entrypoint"]) == ("/run/determined", {0: "cuda"}, "true")
+    assert (pod.run_dir, pod.slot_types, pod.spec["entrypoint"]) == (None, {0: "cuda"}, "true")  # None: /run/determined
 
 
 @pytest.mark.parametrize(("error", "code"), [
@@ -235,3 +236,10 @@ def test_parse_pod_spec_defaults() -> None:
 ])
 def test_exec_exit_codes(error: OSError, code: int) -> None:
     assert exec_exit_code(error) == code
+
+
+def test_the_task_gets_default_signal_dispositions(tmp_path: pathlib.Path) -> None:
+    """Python ignores SIGPIPE; the exec'd task must not inherit that (``yes`` would then
+    complain of a broken pipe instead of dying quietly)."""
+    done = _bootstrap(tmp_path, _spec("yes | head -n 1"))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "y\n", "")

@@ -1,0 +1,365 @@
+"""The Kubernetes resource manager: a cluster's nodes are the master's agents, and each container
+of an allocation is a batch/v1 Job (``_k8s_pods``) pinned to the node the master chose.
+
+Placement is the master's own (``AgentRM``'s passes: the pools' priority, fair-share or
+round-robin policies, with preemption): a node offers its allocatable GPUs (``slot_type: cuda``)
+or its CPUs in ``slot_resource_requests.cpu`` units (``slot_type: cpu``) as slots, so a gang's
+Jobs are created only when all of it fits, and no Kubernetes scheduler (or coscheduling plugin)
+decides anything. A node is in the pool its ``det-jupyter.ai/resource-pool`` label names, else the
+default compute pool; a pool's tasks run in its ``kubernetes_namespace``.
+
+What runs where: a watch of the cluster's pods (by label) reports a container running (the
+task started), waiting on an image it cannot pull (the task fails, saying so), or ended (its exit
+code; OOM kills and evictions named; an eviction or a rejection by the node is no fault of the
+task, so a trial restarts from its latest checkpoint without using a restart). Each pod's log is
+followed from its start and stored as the task's log, numbered by line, so reading it again
+stores nothing twice. A kill deletes the Job: its pod gets SIGTERM, then SIGKILL after 10 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from det_agent import wire
+
+from .. import scheduler
+from . import _k8s_pods as pods
+from ._kube_api import KubeApi, KubeError, Node
+from .agents import AgentHandle, AgentRM
+from .base import AllocationPort, Clock, Pools, TaskLogPort
+
+__all__ = ["KubeApi", "KubernetesRM"]
+
+log = logging.getLogger("det_jupyter.rm.kubernetes")
+
+NODE_SYNC_S = 5.0
+LOG_BATCH = 200
+PULL_FAILURES = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+BROKEN = {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+POOL_LABEL = "det-jupyter.ai/resource-pool"
+BOOTSTRAP = ("python3", "-m", "det_agent.pod")
+
+
+class KubeSettings(Protocol):
+    """``config.resources.KubernetesConfig`` as the manager reads it."""
+
+    @property
+    def slot_type(self) -> str: ...
+    @property
+    def cpu_per_slot(self) -> float: ...
+    @property
+    def max_slots_per_pod(self) -> int | None: ...
+    @property
+    def default_scheduler(self) -> str: ...
+    def namespace_of(self, pool: str) -> str: ...
+    def pod_spec_for(self, pool: str, gpu: bool) -> Mapping[str, Any] | None: ...
+
+
+@dataclass
+class _Pod:
+    """One container of an allocation, as a Job."""
+
+    allocation_id: str
+    node: str
+    namespace: str
+    name: str  # the Job's (and Secret's)
+    pool: str
+    pod: str | None = None
+    started: bool = False
+    ended: bool = False
+    killed: bool = False
+    told: frozenset[str] = frozenset()  # waiting reasons already put in the task log
+    follower: threading.Thread | None = None
+
+
+class KubernetesRM(AgentRM):
+    """``AgentRM`` whose agents are a Kubernetes cluster's nodes (module doc)."""
+
+    def __init__(self, allocations: AllocationPort, logs: TaskLogPort, clock: Clock, *,
+                 k8s: KubeSettings, api: KubeApi, cluster_id: Callable[[], str],
+                 resources: Pools | None = None, preemption_timeout_s: float = 3600.0,
+                 reconnect_wait_s: float = 25.0, bootstrap: Sequence[str] = BOOTSTRAP) -> None:
+        super().__init__(allocations, logs, clock, resources=resources,
+                         reconnect_wait_s=reconnect_wait_s, preemption_timeout_s=preemption_timeout_s)
+        self._k8s = k8s
+        self._api = api
+        self._cluster_id = cluster_id
+        self._bootstrap = tuple(bootstrap)
+        self._pods: dict[str, _Pod] = {}  # by Job name
+        self._ranks: dict[str, int] = {}  # allocation id -> containers launched so far
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- life -----------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Start watching nodes and pods (from the event loop, once the master started)."""
+        self._loop = asyncio.get_running_loop()
+        self._spawn(self._sync_nodes_forever())
+        selector = f"{pods.LABEL_CLUSTER}={self._cluster_id()}"
+        for ns in sorted({self._k8s.namespace_of(p) for p in self.resources.pools}):
+            threading.Thread(target=self._api.watch_pods, args=(ns, selector, self._from_thread, self._stop),
+                             name=f"k8s-watch-{ns}", daemon=True).start()
+        self._spawn(self._clean_orphans(selector))
+
+    def end(self) -> None:
+        self._stop.set()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- nodes as agents --------------------------------------------------------------------
+
+    async def _sync_nodes_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sync_nodes(await asyncio.to_thread(self._api.nodes))
+            except KubeError as exc:
+                log.warning("cannot list the Kubernetes nodes: %s", exc)
+            await asyncio.sleep(NODE_SYNC_S)
+
+    def slots_of(self, node: Node) -> tuple[wire.Slot, ...]:
+        """A node's slots: its allocatable GPUs, or its CPUs in slot-sized units."""
+        kind = self._k8s.slot_type
+        if kind in pods.GPU_RESOURCE:
+            count = int(node.allocatable.get(pods.GPU_RESOURCE[kind], "0") or 0)
+        else:
+            count = math.floor(_cpus(node.allocatable.get("cpu", "0")) / self._k8s.cpu_per_slot + 1e-9)
+        return tuple(wire.Slot(i, kind, f"{node.name} {kind} {i}") for i in range(count))
+
+    def sync_nodes(self, nodes: Sequence[Node]) -> None:
+        """Nodes join (Ready), change slots, leave (NotReady, cordoned or gone: their tasks are
+        lost after ``reconnect_wait_s``, as an agent's)."""
+        seen = set()
+        for node in nodes:
+            seen.add(node.name)
+            pool = node.labels.get(POOL_LABEL) or self.resources.default_compute_pool
+            if pool not in self.resources.pools:
+                pool = self.resources.default_compute_pool
+            known = self.agents.get(node.name)
+            if not node.ready:
+                if known is not None and known.connected:
+                    log.warning("node %s is not Ready", node.name)
+                    self.disconnected(node.name)
+                continue
+            slots = self.slots_of(node)
+            if known is not None and known.connected and known.slots == slots and known.resource_pool == pool:
+                if node.unschedulable:
+                    self.disabled.setdefault(node.name, True)
+                continue
+            timer = self._lost_timers.pop(node.name, None)
+            if timer is not None:
+                timer.cancel()
+            handle = AgentHandle(node.name, pool, slots, self._sender(node.name), address=node.address,
+                                 registered_at=known.registered_at if known else self._clock.now(),
+                                 version=node.version, features=frozenset({"docker", "kubernetes"}))
+            handle.used = dict(known.used) if known else self._allocs.live_on(node.name)
+            self.agents[node.name] = handle
+            if node.unschedulable:
+                self.disabled.setdefault(node.name, True)
+            log.info("node %s in pool %s with %d %s slots", node.name, pool, len(slots), self._k8s.slot_type)
+            self.schedule_soon()
+        for name, handle in list(self.agents.items()):
+            if name not in seen and handle.connected:
+                self.disconnected(name)
+
+    def snapshot(self) -> scheduler.Snapshot:
+        """As agents', less the Docker requirement of image tasks: every node runs images."""
+        snap = super().snapshot()
+        pending = tuple(dataclasses.replace(r, requires=frozenset()) if r.requires else r for r in snap.pending)
+        return scheduler.Snapshot(pending, snap.agents, snap.running)
+
+    def _sender(self, node: str) -> Callable[[wire.MasterFrame], None]:
+        def send(frame: wire.MasterFrame) -> None:
+            if isinstance(frame, wire.KillTask):
+                self._kill(node, frame.allocation_id)
+        return send
+
+    # -- launching ------------------------------------------------------------------------
+
+    def start(self, agent_id: str, spec: wire.TaskSpec) -> None:
+        alloc = spec.allocation_id
+        rank = self._ranks.get(alloc, 0)
+        self._ranks[alloc] = rank + 1
+        handle = self.agents[agent_id]
+        slot_type = handle.slot_type(spec.slot_ids) if spec.slot_ids else "cpu"
+        namespace = self._k8s.namespace_of(handle.resource_pool)
+        try:
+            secret, job = pods.build_objects(
+                spec, rank=rank, node=agent_id, namespace=namespace, cluster_id=self._cluster_id(),
+                slot_type=slot_type, cpu_per_slot=self._k8s.cpu_per_slot,
+                default_pod=self._k8s.pod_spec_for(handle.resource_pool, slot_type in pods.GPU_RESOURCE),
+                bootstrap=self._bootstrap, default_scheduler=self._k8s.default_scheduler)
+        except ValueError as exc:
+            self._note(alloc, str(exc), "ERROR")
+            self._allocs.exited_soon(alloc, 1, str(exc), agent_id)
+            return
+        p = _Pod(alloc, agent_id, namespace, job["metadata"]["name"], handle.resource_pool)
+        self._pods[p.name] = p
+        self._spawn(self._create(p, secret, job))
+
+    async def _create(self, p: _Pod, secret: dict[str, Any], job: dict[str, Any]) -> None:
+        try:
+            await asyncio.to_thread(self._api.create, p.namespace, secret, job)
+        except KubeError as exc:
+            message = f"Kubernetes refused the task's Job {p.name} in namespace {p.namespace}: {exc}"
+            self._note(p.allocation_id, message, "ERROR")
+            await self._finish(p, 1, message)
+            return
+        log.info("job %s/%s created for %s on %s", p.namespace, p.name, p.allocation_id, p.node)
+        if p.killed:  # killed while it was being created
+            await asyncio.to_thread(self._delete, p)
+
+    def _kill(self, node: str, allocation_id: str) -> None:
+        for p in list(self._pods.values()):
+            if p.allocation_id == allocation_id and p.node == node and not p.ended:
+                p.killed = True
+                self._spawn(self._kill_pod(p))
+
+    async def _kill_pod(self, p: _Pod) -> None:
+        await asyncio.to_thread(self._delete, p)
+        if not p.started:  # nothing ran: no container end will come
+            await self._finish(p, 137, "killed")
+
+    def _delete(self, p: _Pod) -> None:
+        try:
+            self._api.delete_job(p.namespace, p.name)
+        except KubeError as exc:
+            log.warning("deleting job %s/%s failed: %s", p.namespace, p.name, exc)
+
+    # -- what the pods do -----------------------------------------------------------------
+
+    def _from_thread(self, kind: str, pod: Any) -> None:
+        if self._loop is not None and not self._stop.is_set():
+            self._loop.call_soon_threadsafe(self.pod_event, kind, pod)
+
+    def pod_event(self, kind: str, pod: Any) -> None:
+        """A watch event of one of the cluster's pods."""
+        name = (pod.metadata.labels or {}).get("job-name", "")
+        p = self._pods.get(name)
+        if p is None or p.ended:
+            return
+        p.pod = pod.metadata.name
+        status = pod.status
+        cs = next((c for c in status.container_statuses or () if c.name == pods.CONTAINER), None)
+        state = cs.state if cs is not None else None
+        waiting = state.waiting if state is not None else None
+        if waiting is not None and waiting.reason:
+            self._waiting(p, waiting.reason, waiting.message or "")
+        if not p.started and state is not None and (state.running or state.terminated):
+            p.started = True
+            self._allocs.started(p.allocation_id)
+            p.follower = threading.Thread(target=self._follow, args=(p,), name=f"k8s-log-{p.name}", daemon=True)
+            p.follower.start()
+        terminated = state.terminated if state is not None else None
+        if status.reason == "Evicted":
+            self._end(p, None, f"its pod was evicted from node {p.node}: {status.message or ''}".strip())
+        elif terminated is not None:
+            reason = terminated.reason
+            if reason == "OOMKilled":
+                reason = "OOM killed: the container went over its memory limit"
+            elif reason in ("Completed", "Error", None):
+                reason = "killed" if p.killed else None
+            self._end(p, int(terminated.exit_code), reason)
+        elif status.phase == "Failed":  # the node refused the pod before it ran (OutOfcpu, …)
+            self._end(p, None, f"node {p.node} refused the pod: {status.reason}: {status.message or ''}")
+        elif kind == "DELETED":
+            self._end(p, 137 if p.killed else None, "killed" if p.killed else "its pod was deleted")
+
+    def _waiting(self, p: _Pod, reason: str, message: str) -> None:
+        if reason in p.told or reason in ("ContainerCreating", "PodInitializing"):
+            return
+        p.told = p.told | {reason}
+        if reason in PULL_FAILURES or reason in BROKEN:
+            what = "the image could not be pulled" if reason in PULL_FAILURES else "the container could not start"
+            text = f"{what} ({reason}): {message}".strip()
+            self._note(p.allocation_id, text, "ERROR")
+            p.killed = True
+            self._spawn(asyncio.to_thread(self._delete, p))
+            self._end(p, 1, text)
+
+    def _end(self, p: _Pod, exit_code: int | None, reason: str | None) -> None:
+        if not p.ended:
+            p.ended = True
+            self._spawn(self._finish(p, exit_code, reason))
+
+    async def _finish(self, p: _Pod, exit_code: int | None, reason: str | None) -> None:
+        p.ended = True
+        if p.follower is not None:  # every line in before the exit
+            await asyncio.to_thread(p.follower.join, 15.0)
+        self._pods.pop(p.name, None)
+        if not any(q.allocation_id == p.allocation_id for q in self._pods.values()):
+            self._ranks.pop(p.allocation_id, None)
+        self._allocs.exited_soon(p.allocation_id, exit_code, reason, p.node)
+        if not p.killed:
+            await asyncio.to_thread(self._delete, p)
+
+    def _follow(self, p: _Pod) -> None:
+        """(a thread) The pod's log, from its start, as task log lines numbered by line."""
+        seq = 0
+        batch: list[wire.LogLine] = []
+        try:
+            assert p.pod is not None
+            for raw in self._api.log_lines(p.namespace, p.pod, pods.CONTAINER):
+                seq += 1
+                stamp, _, text = raw.partition(" ")
+                batch.append(wire.LogLine(seq, "stdout", text + "\n", _iso(stamp)))
+                if len(batch) >= LOG_BATCH:
+                    self._lines(p, batch)
+                    batch = []
+        except KubeError as exc:
+            log.warning("reading the log of pod %s/%s failed: %s", p.namespace, p.pod, exc)
+        finally:
+            if batch:
+                self._lines(p, batch)
+
+    def _lines(self, p: _Pod, lines: list[wire.LogLine]) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.handle, p.node, wire.Logs(p.allocation_id, tuple(lines)))
+
+    def _note(self, allocation_id: str, message: str, level: str = "INFO") -> None:
+        found = self._allocs.find_task(allocation_id)
+        if found is not None:
+            self._logs.append_system(task_id=found[0], allocation_id=allocation_id, trial_id=found[1],
+                                     message=message, level=level)
+
+    async def _clean_orphans(self, selector: str) -> None:
+        """Jobs of this cluster that belong to no live allocation (left by an earlier master)."""
+        for ns in sorted({self._k8s.namespace_of(p) for p in self.resources.pools}):
+            try:
+                jobs = await asyncio.to_thread(self._api.jobs, ns, selector)
+            except KubeError as exc:
+                log.warning("cannot list Jobs in %s: %s", ns, exc)
+                continue
+            for job in jobs:
+                if job.metadata.name not in self._pods:
+                    log.info("deleting job %s/%s: no live allocation of this master", ns, job.metadata.name)
+                    await asyncio.to_thread(self._api.delete_job, ns, job.metadata.name)
+
+
+def _cpus(quantity: str) -> float:
+    """A Kubernetes CPU quantity (``2``, ``1500m``) in CPUs."""
+    q = str(quantity)
+    return float(q[:-1]) / 1000 if q.endswith("m") else float(q or 0)
+
+
+def _iso(stamp: str) -> str:
+    """Kubernetes' RFC 3339 time (nanoseconds) as ISO-8601 UTC with microseconds."""
+    try:
+        head, _, frac = stamp.rstrip("Z").partition(".")
+        when = datetime.fromisoformat(head).replace(tzinfo=timezone.utc)
+        micro = int((frac + "000000")[:6]) if frac else 0
+        return when.replace(microsecond=micro).isoformat().replace("+00:00", "Z")
+    except ValueError:
+        return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
