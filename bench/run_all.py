@@ -33,7 +33,7 @@ from _common import (
 
 BENCHES = ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py", "bm5_query.py",
            "bm6_proxy.py", "bm7_footprint.py", "bm8_dashboard.py", "bm9_container.py",
-           "bm10_hub.py"]
+           "bm10_hub.py", "bm11_k8s.py"]
 
 # (key, label, bench, field, target, better)
 TARGETS = [
@@ -109,6 +109,8 @@ TARGETS = [
      "ratio_vs_local", 1.3, "lower"),
     ("bm10_conc", "BM-10 20 users spawning at once: DetSpawner servers not ready", "bm10_hub",
      "det_conc_not_ready", 0, "lower"),
+    ("bm11_ratio", "BM-11 Kubernetes placements/s (submit -> all pods running): ours / Jobs made directly, "
+     "same run (x)", "bm11_k8s", "ratio_vs_direct", 0.8, "higher"),
 ]
 
 

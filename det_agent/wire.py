@@ -18,6 +18,7 @@ master.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
@@ -64,6 +65,18 @@ class LogLine:
 
 
 # -- the task spec ------------------------------------------------------------------------
+
+
+_RANK = re.compile(r"^ ?\[rank=(\d+)\] ?")
+
+
+def split_rank(text: str) -> tuple[int | None, str]:
+    """Strip a leading ``[rank=N]`` (what Determined's launchers print) into a rank id: how
+    every runtime, and a Kubernetes pod's log reader, gives a line its ``rank_id``."""
+    m = _RANK.match(text)
+    if m is None:
+        return None, text
+    return int(m.group(1)), text[m.end() :]
 
 
 @dataclass(frozen=True)

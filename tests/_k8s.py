@@ -135,3 +135,37 @@ def k8s_cluster() -> Iterator[Cluster]:
         down = _script("down.sh", DOWN_TIMEOUT)
     if down.returncode != 0:  # something is left behind on the host: say so loudly
         raise RuntimeError(f"scripts/k8s/down.sh failed (exit {down.returncode}):\n{_tail(down)}")
+
+
+def lent_pod_spec(site_packages: str) -> dict[str, Any]:
+    """A ``cpu_pod_spec`` for ``local/hostusr:1`` pods that run this checkout: the host's /usr
+    (Debian's python3), the checkout and the test venv's ``site_packages`` lent read-only at
+    /opt/det (on the task's PYTHONPATH too), ``hostNetwork`` to reach the master on 127.0.0.1
+    (the test bed has no CNI)."""
+    return {"spec": {
+        "hostNetwork": True,
+        "containers": [{
+            "name": "determined-container",
+            "env": [{"name": "PYTHONPATH", "value": "/opt/det/src:/opt/det/site"}],
+            "volumeMounts": [{"name": "usr", "mountPath": "/usr", "readOnly": True},
+                             {"name": "src", "mountPath": "/opt/det/src", "readOnly": True},
+                             {"name": "site", "mountPath": "/opt/det/site", "readOnly": True}],
+        }],
+        "volumes": [{"name": "usr", "hostPath": {"path": "/usr"}},
+                    {"name": "src", "hostPath": {"path": str(REPO)}},
+                    {"name": "site", "hostPath": {"path": site_packages}}],
+    }}
+
+
+@contextlib.contextmanager
+def namespace(cluster: Cluster, prefix: str = "det-test") -> Iterator[str]:
+    """A namespace of the caller's own, deleted at the end."""
+    import secrets
+
+    core = cluster.core_v1()
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name)

@@ -29,6 +29,8 @@ SHARED_RESOURCE = {
     "tests/integration/test_task_isolation.py": "docker",  # its sqlite-docker cluster
     "tests/integration/test_k8s_testbed.py": "k8s",
     "tests/integration/test_k8s_rm.py": "k8s",
+    "tests/integration/test_k8s_tasks.py": "k8s",
+    "tests/integration/test_k8s_isolation.py": "k8s",
 }
 
 PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)"
@@ -37,7 +39,7 @@ _CREATED: list[str] = []  # databases fresh_pg_database made in this session
 
 #: The modules (or shared groups) that take longest, started first under xdist (measured: CI's
 #: --durations); a one-test module would otherwise be scheduled last and run alone.
-LONGEST = ("tests/integration/test_schemathesis.py", "docker", "wheel",
+LONGEST = ("tests/integration/test_schemathesis.py", "docker", "k8s", "wheel",
            "tests/integration/test_example_trial_api.py", "tests/integration/test_log_delivery.py",
            "tests/integration/test_priority_scenario.py", "tests/integration/test_trial_api.py")
 

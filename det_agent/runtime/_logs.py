@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import re
 import subprocess
 import threading
 from collections.abc import Callable
 from typing import IO
 
+from ..wire import split_rank
 from ._base import LogLine
 
 #: Lines longer than this are shipped in pieces so one runaway line cannot exhaust memory.
@@ -19,7 +19,6 @@ FLUSH_LINES = 1000
 #: ... or when its oldest line has waited this long (seconds).
 FLUSH_INTERVAL = 0.05
 
-_RANK = re.compile(r"^ ?\[rank=(\d+)\] ?")
 
 
 class LineSplitter:
@@ -95,14 +94,6 @@ class LineSplitter:
     @staticmethod
     def _decode(raw: bytes | bytearray) -> str:
         return bytes(raw).decode("utf-8", errors="replace") + "\n"
-
-
-def split_rank(text: str) -> tuple[int | None, str]:
-    """Strip a leading ``[rank=N]`` (what Determined's launchers print) into a rank id."""
-    m = _RANK.match(text)
-    if m is None:
-        return None, text
-    return int(m.group(1)), text[m.end() :]
 
 
 def utc_now() -> str:

@@ -81,7 +81,12 @@ def user_env(pod: Mapping[str, Any]) -> dict[str, str]:
 def spec_document(spec: TaskSpec, *, agent_id: str, slot_type: str, extra_env: Mapping[str, str]) -> str:
     """The Secret's ``spec.json`` (``det_agent.pod``'s input)."""
     wire = spec.to_wire()
-    wire["env"] = {**dict(extra_env), **wire["env"]}
+    env = {**dict(extra_env), **wire["env"]}
+    shared = env.get("DET_SHARED_FS_HOST_PATH")  # the host's directory: in the pod, its mount's
+    for m in spec.mounts:
+        if shared and m.host_path == shared:
+            env["DET_SHARED_FS_HOST_PATH"] = m.container_path
+    wire["env"] = env
     return json.dumps({"spec": wire, "agent_id": agent_id,
                        "slot_types": {str(i): slot_type for i in spec.slot_ids}, "run_dir": RUN_DIR})
 
@@ -134,6 +139,11 @@ def build_objects(
 
     ps = pod["spec"]
     ours_c = _our_container(ps)
+    # A path the user's pod already mounts keeps the user's volume (two mounts at one path
+    # would make the pod invalid).
+    taken = {m.get("mountPath") for m in ours_c.get("volumeMounts") or ()}
+    kept = [(v, m) for v, m in zip(volumes, mounts, strict=True) if m["mountPath"] not in taken]
+    volumes, mounts = [v for v, _ in kept], [m for _, m in kept]
     ours_c.update({
         "name": CONTAINER, "image": container.image,
         "imagePullPolicy": "Always" if container.force_pull else ours_c.get("imagePullPolicy", "IfNotPresent"),

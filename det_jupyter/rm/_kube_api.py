@@ -5,6 +5,7 @@ Blocking: the manager calls them from worker threads."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -79,14 +80,36 @@ class KubeApi:
                 unschedulable=bool(n.spec.unschedulable)))
         return out
 
+    def others_requests(self, label: str, value: str) -> dict[str, dict[str, float]]:
+        """By node, what the live pods that are not ours (``label`` != ``value``) request:
+        ``cpu`` (CPUs) and extended resources (``nvidia.com/gpu``...), summed over their
+        containers (init containers aside, as the scheduler counts them in steady state)."""
+        out: dict[str, dict[str, float]] = {}
+        found = self._call(self.core.list_pod_for_all_namespaces,
+                           field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        for pod in found.items:
+            node = pod.spec.node_name
+            if not node or (pod.metadata.labels or {}).get(label) == value:
+                continue
+            mine = out.setdefault(node, {})
+            mine["pods"] = mine.get("pods", 0.0) + 1
+            for c in pod.spec.containers or ():
+                res = c.resources
+                wanted = {**(res.limits or {}), **(res.requests or {})} if res is not None else {}
+                for name, quantity in wanted.items():
+                    if name == "cpu" or "/" in name:
+                        mine[name] = mine.get(name, 0.0) + quantity_value(str(quantity))
+        return out
+
     def create(self, namespace: str, secret: dict[str, Any], job: dict[str, Any]) -> None:
-        """The Secret, then the Job, then the Secret owned by the Job (deleting the Job takes it)."""
+        """The Secret, then the Job (two calls: the manager deletes both, and a restarted
+        master the ones it no longer knows)."""
         self._call(self.core.create_namespaced_secret, namespace, secret)
-        made = self._call(self.batch.create_namespaced_job, namespace, job)
-        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": made.metadata.name,
-                 "uid": made.metadata.uid, "blockOwnerDeletion": False}
-        self._call(self.core.patch_namespaced_secret, secret["metadata"]["name"], namespace,
-                   {"metadata": {"ownerReferences": [owner]}})
+        try:
+            self._call(self.batch.create_namespaced_job, namespace, job)
+        except KubeError:
+            self.delete_job(namespace, secret["metadata"]["name"])
+            raise
 
     def delete_job(self, namespace: str, name: str) -> None:
         """The Job and (in the background, each with its grace period) its pods and Secret."""
@@ -101,8 +124,11 @@ class KubeApi:
             if exc.status != 404:
                 raise
 
-    def jobs(self, namespace: str, selector: str) -> list[Any]:
-        return list(self._call(self.batch.list_namespaced_job, namespace, label_selector=selector).items)
+    def jobs(self, namespace: str, selector: str) -> list[str]:
+        """The names of the Jobs, and of the Secrets, ``selector`` picks."""
+        jobs = self._call(self.batch.list_namespaced_job, namespace, label_selector=selector).items
+        secrets = self._call(self.core.list_namespaced_secret, namespace, label_selector=selector).items
+        return sorted({o.metadata.name for o in [*jobs, *secrets]})
 
     def watch_pods(self, namespace: str, selector: str, on_event: Callable[[str, Any], None],
                    stop: threading.Event) -> None:
@@ -125,21 +151,65 @@ class KubeApi:
             finally:
                 w.stop()
 
-    def log_lines(self, namespace: str, pod: str, container: str) -> Iterator[str]:
-        """The container's log from its start, with timestamps, until it ends."""
+    def log_lines(self, namespace: str, pod: str, container: str,
+                  on_open: Callable[[], None] | None = None) -> Iterator[str | None]:
+        """The container's log from its start, with timestamps, until it ends; ``None`` after
+        each read's lines (the reader delivers what it has: nothing more may come for a while);
+        ``on_open`` once the kubelet serves it (the container started: sooner than the pod's
+        status says so). KubeError 400 while the container waits to start."""
         resp = self._call(self.core.read_namespaced_pod_log, pod, namespace, container=container,
                           follow=True, timestamps=True, _preload_content=False)
+        if on_open is not None:
+            on_open()
         pending = b""
         try:
             for chunk in resp.stream(4096):
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
-                    yield line.decode(errors="replace")
+                    yield join_partials(line).decode(errors="replace")
+                yield None
             if pending:
-                yield pending.decode(errors="replace")
+                yield join_partials(pending).decode(errors="replace")
         finally:
             resp.release_conn()
+
+
+#: Docker cuts a line longer than this into parts, and the log API then shows each part's own
+#: timestamp where the cut was, on the same line.
+PART = 16384
+_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
+
+
+def join_partials(line: bytes) -> bytes:
+    """A timestamped log line (``<stamp> <text>``) with the stamps Docker's cuts put inside its
+    text removed (every ``PART`` bytes of text), so a long line (a JSON report) is whole."""
+    head = _STAMP.match(line)
+    if head is None:
+        return line
+    start = head.end()
+    out, rest = [line[:start]], line[start:]
+    while len(rest) > PART:
+        cut = _STAMP.match(rest, PART)
+        if cut is None:
+            break
+        out.append(rest[:PART])
+        rest = rest[cut.end():]
+    out.append(rest)
+    return b"".join(out)
+
+
+def quantity_value(quantity: str) -> float:
+    """A Kubernetes quantity as a number (``1500m`` -> 1.5, ``2`` -> 2.0, ``1k`` -> 1000)."""
+    q = quantity.strip()
+    scale = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0 ** 2, "Gi": 1024.0 ** 3}
+    for suffix in sorted(scale, key=len, reverse=True):
+        if q.endswith(suffix):
+            return float(q[: -len(suffix)] or 0) * scale[suffix]
+    try:
+        return float(q or 0)
+    except ValueError:
+        return 0.0
 
 
 def _reason(exc: Any) -> str:

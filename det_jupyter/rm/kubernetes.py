@@ -32,7 +32,7 @@ from det_agent import wire
 
 from .. import scheduler
 from . import _k8s_pods as pods
-from ._kube_api import KubeApi, KubeError, Node
+from ._kube_api import KubeApi, KubeError, Node, quantity_value
 from .agents import AgentHandle, AgentRM
 from .base import AllocationPort, Clock, Pools, TaskLogPort
 
@@ -42,6 +42,7 @@ log = logging.getLogger("det_jupyter.rm.kubernetes")
 
 NODE_SYNC_S = 5.0
 LOG_BATCH = 200
+LOG_POLL_S = 0.25  # how often a pod's log is tried while its container waits to start
 PULL_FAILURES = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 BROKEN = {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
 POOL_LABEL = "det-jupyter.ai/resource-pool"
@@ -68,6 +69,7 @@ class _Pod:
     """One container of an allocation, as a Job."""
 
     allocation_id: str
+    agent: str  # the scheduler's agent (the node, or a pod-sized share of it)
     node: str
     namespace: str
     name: str  # the Job's (and Secret's)
@@ -94,6 +96,8 @@ class KubernetesRM(AgentRM):
         self._cluster_id = cluster_id
         self._bootstrap = tuple(bootstrap)
         self._pods: dict[str, _Pod] = {}  # by Job name
+        self._node_of: dict[str, str] = {}  # agent id -> its node (one node may be several agents)
+        self._cordoned: set[str] = set()  # agents disabled because their node is cordoned
         self._ranks: dict[str, int] = {}  # allocation id -> containers launched so far
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -124,55 +128,87 @@ class KubernetesRM(AgentRM):
     async def _sync_nodes_forever(self) -> None:
         while not self._stop.is_set():
             try:
-                self.sync_nodes(await asyncio.to_thread(self._api.nodes))
+                nodes = await asyncio.to_thread(self._api.nodes)
+                others = await asyncio.to_thread(self._api.others_requests, pods.LABEL_CLUSTER, self._cluster_id())
+                self.sync_nodes(nodes, others)
             except KubeError as exc:
                 log.warning("cannot list the Kubernetes nodes: %s", exc)
             await asyncio.sleep(NODE_SYNC_S)
 
-    def slots_of(self, node: Node) -> tuple[wire.Slot, ...]:
-        """A node's slots: its allocatable GPUs, or its CPUs in slot-sized units."""
+    def slots_of(self, node: Node, taken: Mapping[str, float] | None = None) -> tuple[wire.Slot, ...]:
+        """A node's slots: its allocatable GPUs, or its CPUs in slot-sized units, less what
+        pods not of this master request there (``taken``), which no task of ours can use."""
         kind = self._k8s.slot_type
+        taken = taken or {}
         if kind in pods.GPU_RESOURCE:
-            count = int(node.allocatable.get(pods.GPU_RESOURCE[kind], "0") or 0)
+            res = pods.GPU_RESOURCE[kind]
+            count = int(quantity_value(node.allocatable.get(res, "0")) - taken.get(res, 0.0))
         else:
-            count = math.floor(_cpus(node.allocatable.get("cpu", "0")) / self._k8s.cpu_per_slot + 1e-9)
-        return tuple(wire.Slot(i, kind, f"{node.name} {kind} {i}") for i in range(count))
+            free = quantity_value(node.allocatable.get("cpu", "0")) - taken.get("cpu", 0.0)
+            count = math.floor(free / self._k8s.cpu_per_slot + 1e-9)
+        # Every slot may be a pod of its own: no more than the kubelet admits (its ``pods``).
+        room = int(quantity_value(node.allocatable.get("pods", "110")) - taken.get("pods", 0.0))
+        count = min(count, room)
+        return tuple(wire.Slot(i, kind, f"{node.name} {kind} {i}") for i in range(max(count, 0)))
 
-    def sync_nodes(self, nodes: Sequence[Node]) -> None:
+    def pod_agents(self, node: Node, taken: Mapping[str, float] | None = None) -> list[tuple[str, tuple[wire.Slot, ...]]]:
+        """The agents a node is to the scheduler, and their slots: the node itself, or, where
+        ``max_slots_per_pod`` is below its slots, one per pod-sized share of them
+        (``<node>/<i>``), so that a gang is split into pods of at most that many slots, as many
+        on one node as fit."""
+        slots = self.slots_of(node, taken)
+        per_pod = self._k8s.max_slots_per_pod
+        if not per_pod or len(slots) <= per_pod:
+            return [(node.name, slots)]
+        shares = []
+        for i, first in enumerate(range(0, len(slots), per_pod)):
+            part = slots[first:first + per_pod]
+            shares.append((f"{node.name}/{i}", tuple(dataclasses.replace(s, id=j) for j, s in enumerate(part))))
+        return shares
+
+    def sync_nodes(self, nodes: Sequence[Node], others: Mapping[str, Mapping[str, float]] | None = None) -> None:
         """Nodes join (Ready), change slots, leave (NotReady, cordoned or gone: their tasks are
         lost after ``reconnect_wait_s``, as an agent's)."""
         seen = set()
         for node in nodes:
-            seen.add(node.name)
             pool = node.labels.get(POOL_LABEL) or self.resources.default_compute_pool
             if pool not in self.resources.pools:
                 pool = self.resources.default_compute_pool
-            known = self.agents.get(node.name)
-            if not node.ready:
-                if known is not None and known.connected:
-                    log.warning("node %s is not Ready", node.name)
-                    self.disconnected(node.name)
-                continue
-            slots = self.slots_of(node)
-            if known is not None and known.connected and known.slots == slots and known.resource_pool == pool:
-                if node.unschedulable:
-                    self.disabled.setdefault(node.name, True)
-                continue
-            timer = self._lost_timers.pop(node.name, None)
-            if timer is not None:
-                timer.cancel()
-            handle = AgentHandle(node.name, pool, slots, self._sender(node.name), address=node.address,
-                                 registered_at=known.registered_at if known else self._clock.now(),
-                                 version=node.version, features=frozenset({"docker", "kubernetes"}))
-            handle.used = dict(known.used) if known else self._allocs.live_on(node.name)
-            self.agents[node.name] = handle
-            if node.unschedulable:
-                self.disabled.setdefault(node.name, True)
-            log.info("node %s in pool %s with %d %s slots", node.name, pool, len(slots), self._k8s.slot_type)
-            self.schedule_soon()
+            for agent_id, slots in self.pod_agents(node, (others or {}).get(node.name)) if node.ready else []:
+                seen.add(agent_id)
+                self._node_of[agent_id] = node.name
+                self._agent(agent_id, node, pool, slots)
+        ready = {n.name for n in nodes if n.ready}
         for name, handle in list(self.agents.items()):
-            if name not in seen and handle.connected:
-                self.disconnected(name)
+            if name in seen or not handle.connected:
+                continue
+            if self._node_of.get(name, name) in ready and handle.used:
+                continue  # a share of a node others now crowd: its tasks keep running there
+            log.warning("node %s is gone, not Ready or smaller", self._node_of.get(name, name))
+            self.disconnected(name)
+
+    def _agent(self, agent_id: str, node: Node, pool: str, slots: tuple[wire.Slot, ...]) -> None:
+        known = self.agents.get(agent_id)
+        if node.unschedulable and agent_id not in self.disabled:  # cordoned: drain it
+            self.disabled[agent_id] = True
+            self._cordoned.add(agent_id)
+        elif not node.unschedulable and agent_id in self._cordoned:  # uncordoned
+            self._cordoned.discard(agent_id)
+            self.disabled.pop(agent_id, None)
+            self.schedule_soon()
+        if known is not None and known.connected and known.slots == slots and known.resource_pool == pool:
+            return
+        timer = self._lost_timers.pop(agent_id, None)
+        if timer is not None:
+            timer.cancel()
+        handle = AgentHandle(agent_id, pool, slots, self._sender(agent_id), address=node.address,
+                             registered_at=known.registered_at if known else self._clock.now(),
+                             version=node.version, features=frozenset({"docker", "kubernetes"}))
+        handle.used = dict(known.used) if known else self._allocs.live_on(agent_id)
+        self.agents[agent_id] = handle
+        log.info("node %s: agent %s in pool %s with %d %s slots", node.name, agent_id, pool, len(slots),
+                 self._k8s.slot_type)
+        self.schedule_soon()
 
     def snapshot(self) -> scheduler.Snapshot:
         """As agents', less the Docker requirement of image tasks: every node runs images."""
@@ -180,10 +216,10 @@ class KubernetesRM(AgentRM):
         pending = tuple(dataclasses.replace(r, requires=frozenset()) if r.requires else r for r in snap.pending)
         return scheduler.Snapshot(pending, snap.agents, snap.running)
 
-    def _sender(self, node: str) -> Callable[[wire.MasterFrame], None]:
+    def _sender(self, agent_id: str) -> Callable[[wire.MasterFrame], None]:
         def send(frame: wire.MasterFrame) -> None:
             if isinstance(frame, wire.KillTask):
-                self._kill(node, frame.allocation_id)
+                self._kill(agent_id, frame.allocation_id)
         return send
 
     # -- launching ------------------------------------------------------------------------
@@ -193,11 +229,12 @@ class KubernetesRM(AgentRM):
         rank = self._ranks.get(alloc, 0)
         self._ranks[alloc] = rank + 1
         handle = self.agents[agent_id]
+        node = self._node_of.get(agent_id, agent_id)
         slot_type = handle.slot_type(spec.slot_ids) if spec.slot_ids else "cpu"
         namespace = self._k8s.namespace_of(handle.resource_pool)
         try:
             secret, job = pods.build_objects(
-                spec, rank=rank, node=agent_id, namespace=namespace, cluster_id=self._cluster_id(),
+                spec, rank=rank, node=node, namespace=namespace, cluster_id=self._cluster_id(),
                 slot_type=slot_type, cpu_per_slot=self._k8s.cpu_per_slot,
                 default_pod=self._k8s.pod_spec_for(handle.resource_pool, slot_type in pods.GPU_RESOURCE),
                 bootstrap=self._bootstrap, default_scheduler=self._k8s.default_scheduler)
@@ -205,7 +242,7 @@ class KubernetesRM(AgentRM):
             self._note(alloc, str(exc), "ERROR")
             self._allocs.exited_soon(alloc, 1, str(exc), agent_id)
             return
-        p = _Pod(alloc, agent_id, namespace, job["metadata"]["name"], handle.resource_pool)
+        p = _Pod(alloc, agent_id, node, namespace, job["metadata"]["name"], handle.resource_pool)
         self._pods[p.name] = p
         self._spawn(self._create(p, secret, job))
 
@@ -221,9 +258,9 @@ class KubernetesRM(AgentRM):
         if p.killed:  # killed while it was being created
             await asyncio.to_thread(self._delete, p)
 
-    def _kill(self, node: str, allocation_id: str) -> None:
+    def _kill(self, agent_id: str, allocation_id: str) -> None:
         for p in list(self._pods.values()):
-            if p.allocation_id == allocation_id and p.node == node and not p.ended:
+            if p.allocation_id == allocation_id and p.agent == agent_id and not p.ended:
                 p.killed = True
                 self._spawn(self._kill_pod(p))
 
@@ -257,11 +294,11 @@ class KubernetesRM(AgentRM):
         waiting = state.waiting if state is not None else None
         if waiting is not None and waiting.reason:
             self._waiting(p, waiting.reason, waiting.message or "")
-        if not p.started and state is not None and (state.running or state.terminated):
-            p.started = True
-            self._allocs.started(p.allocation_id)
+        if p.follower is None:  # reads the log as soon as the kubelet serves it
             p.follower = threading.Thread(target=self._follow, args=(p,), name=f"k8s-log-{p.name}", daemon=True)
             p.follower.start()
+        if state is not None and (state.running or state.terminated):
+            self._mark_started(p)
         terminated = state.terminated if state is not None else None
         if status.reason == "Evicted":
             self._end(p, None, f"its pod was evicted from node {p.node}: {status.message or ''}".strip())
@@ -301,32 +338,58 @@ class KubernetesRM(AgentRM):
         self._pods.pop(p.name, None)
         if not any(q.allocation_id == p.allocation_id for q in self._pods.values()):
             self._ranks.pop(p.allocation_id, None)
-        self._allocs.exited_soon(p.allocation_id, exit_code, reason, p.node)
+        self._allocs.exited_soon(p.allocation_id, exit_code, reason, p.agent)
         if not p.killed:
             await asyncio.to_thread(self._delete, p)
 
+    def _mark_started(self, p: _Pod) -> None:
+        if not p.started and not p.ended:
+            p.started = True
+            self._allocs.started(p.allocation_id)
+
     def _follow(self, p: _Pod) -> None:
-        """(a thread) The pod's log, from its start, as task log lines numbered by line."""
+        """(a thread) The pod's log, from its start, as task log lines numbered by line; it
+        waits (polling) while the container waits to start, and says when it has."""
         seq = 0
         batch: list[wire.LogLine] = []
+        assert p.pod is not None
+        opened = False
+
+        def on_open() -> None:
+            nonlocal opened
+            opened = True
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._mark_started, p)
+
         try:
-            assert p.pod is not None
-            for raw in self._api.log_lines(p.namespace, p.pod, pods.CONTAINER):
-                seq += 1
-                stamp, _, text = raw.partition(" ")
-                batch.append(wire.LogLine(seq, "stdout", text + "\n", _iso(stamp)))
-                if len(batch) >= LOG_BATCH:
-                    self._lines(p, batch)
-                    batch = []
-        except KubeError as exc:
-            log.warning("reading the log of pod %s/%s failed: %s", p.namespace, p.pod, exc)
+            while not opened and not self._stop.is_set():
+                try:
+                    for raw in self._api.log_lines(p.namespace, p.pod, pods.CONTAINER, on_open):
+                        if raw is None:  # the end of what one read brought: deliver it now
+                            if batch:
+                                self._lines(p, batch)
+                                batch = []
+                            continue
+                        seq += 1
+                        stamp, _, text = raw.partition(" ")
+                        rank, text = wire.split_rank(text)
+                        batch.append(wire.LogLine(seq, "stdout", text + "\n", _iso(stamp), rank))
+                        if len(batch) >= LOG_BATCH:
+                            self._lines(p, batch)
+                            batch = []
+                except KubeError as exc:
+                    if opened or exc.status != 400 or p.ended:  # 400: not started yet
+                        if exc.status != 400:
+                            log.warning("reading the log of pod %s/%s failed: %s", p.namespace, p.pod, exc)
+                        return
+                    self._stop.wait(LOG_POLL_S)
         finally:
             if batch:
                 self._lines(p, batch)
 
     def _lines(self, p: _Pod, lines: list[wire.LogLine]) -> None:
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.handle, p.node, wire.Logs(p.allocation_id, tuple(lines)))
+            self._loop.call_soon_threadsafe(self.handle, p.agent, wire.Logs(p.allocation_id, tuple(lines)))
 
     def _note(self, allocation_id: str, message: str, level: str = "INFO") -> None:
         found = self._allocs.find_task(allocation_id)
@@ -342,16 +405,10 @@ class KubernetesRM(AgentRM):
             except KubeError as exc:
                 log.warning("cannot list Jobs in %s: %s", ns, exc)
                 continue
-            for job in jobs:
-                if job.metadata.name not in self._pods:
-                    log.info("deleting job %s/%s: no live allocation of this master", ns, job.metadata.name)
-                    await asyncio.to_thread(self._api.delete_job, ns, job.metadata.name)
-
-
-def _cpus(quantity: str) -> float:
-    """A Kubernetes CPU quantity (``2``, ``1500m``) in CPUs."""
-    q = str(quantity)
-    return float(q[:-1]) / 1000 if q.endswith("m") else float(q or 0)
+            for name in jobs:
+                if name not in self._pods:
+                    log.info("deleting job %s/%s: no live allocation of this master", ns, name)
+                    await asyncio.to_thread(self._api.delete_job, ns, name)
 
 
 def _iso(stamp: str) -> str:

@@ -33,6 +33,10 @@ CASES = [
     ("bm10_hub.py", {"det_ready_ms", "local_ready_ms", "det_proxied_ms", "local_proxied_ms", "ratio_vs_local",
                      "margin_ms", "meets_target", "det_conc_p95_ms", "det_conc_not_ready", "conc_all_ready",
                      "rounds"}, 240),
+    ("bm11_k8s.py", {"ours_placements_per_s", "direct_placements_per_s", "ratio_vs_direct", "ours_jobs_per_s",
+                     "direct_jobs_per_s", "ours_create_to_running_p50_s", "ours_create_to_running_p95_s",
+                     "direct_create_to_running_p50_s", "direct_create_to_running_p95_s", "ours_visible_per_s",
+                     "ours_create_to_visible_p50_ms", "meets_target", "complete", "trials", "rounds"}, 240),
 ]
 
 
@@ -42,7 +46,8 @@ def test_smoke(script: str, keys: set[str], limit: int) -> None:
                           text=True, timeout=limit, cwd=BENCH.parent)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    if summary.get("skipped"):  # bm9: no Docker engine; bm10: no jupyterhub or configurable-http-proxy
+    if summary.get("skipped"):  # bm9: no Docker engine; bm10: no jupyterhub or configurable-http-proxy;
+        # bm11: no root, no kubernetes client (tests/_k8s.py's why_no_cluster) or no test bed up
         pytest.skip(summary["skipped"])
     assert keys <= summary.keys(), f"missing {keys - summary.keys()}"
     assert summary.get("smoke", True) is True
@@ -55,6 +60,9 @@ def test_smoke(script: str, keys: set[str], limit: int) -> None:
     if script == "bm10_hub.py":
         # Every user spawning at once got a ready server, on both hubs.
         assert summary["conc_all_ready"] is True, summary
+    if script == "bm11_k8s.py":
+        # Every trial's pod and every Job's pod ran, on both sides.
+        assert summary["complete"] is True and summary["trials"] >= 1, summary
 
 
 @pytest.mark.parametrize("script", ["bm1_ingest.py", "bm2_launch.py", "bm3_searcher.py", "bm4_scheduler.py",

@@ -183,3 +183,58 @@ def test_a_users_hub_token_is_not_readable_by_another_users_task(cluster: tuple[
                  "/api/v1/notebooks", "/api/v1/tasks"):
         assert secret not in json.dumps(admin.get(path)), path
     assert secret not in task_log_text(admin, nb["id"])
+
+
+def test_the_master_as_a_hub_managed_service(tmp_path: Path) -> None:
+    """The hub starts the master itself (a managed service): JUPYTERHUB_API_URL and
+    JUPYTERHUB_API_TOKEN come from the hub, and hub tokens are det credentials at once."""
+    from tests._hub import _chp
+    from tests._master import free_port
+
+    chp = _chp()
+    if chp is None:
+        pytest.skip("configurable-http-proxy is not installed (scripts/test.sh installs it)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    hub = Hub(tmp_path / "hub", url, "unused")
+    hub.work.mkdir()
+    argv = [sys.executable, "-m", "det_jupyter.cli.up", "up", "--port", str(port),
+            "--data-dir", str(tmp_path / "master"), "--no-agent"]
+    hub.extra = (ZERO_SLOTS + "c.JupyterHub.services = [\n"
+                 f"    {{'name': 'det-master', 'command': {argv!r}, 'url': {url!r},\n"
+                 f"      'environment': {{'HOME': {str(tmp_path)!r}}}, 'oauth_no_confirm': True,\n"
+                 f"      'oauth_redirect_uri': {url + '/det-jupyter/hub/oauth_callback'!r}}},\n"
+                 f"    {{'name': 'tester', 'api_token': {hub.admin_token!r}}},\n]\n")
+    try:
+        hub.start(chp)
+        wait_for(lambda: _answers(url), timeout=90, what="the hub-managed master answering")
+        hub.api("POST", "/users/fay")
+        fay = Client(url, _token(hub, "fay"))
+        assert fay.get("/api/v1/me")["user"]["username"] == "fay"
+        assert Client(url, _token(hub, "boss")).get("/api/v1/me")["user"]["admin"] is True
+    finally:
+        hub.stop()
+        _stop_processes_of(tmp_path / "master")  # the hub leaves its managed services running
+    assert "Traceback" not in hub.log(), hub.log()[-3000:]
+
+
+def _stop_processes_of(data_dir: Path) -> None:
+    import os
+    import signal
+    import time
+
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(data_dir) in cmdline.read_bytes().decode(errors="replace"):
+                os.kill(int(cmdline.parent.name), signal.SIGTERM)
+        except (OSError, ValueError):
+            continue
+    time.sleep(1)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/master", timeout=5) as resp:
+            return resp.status == 200
+    except OSError:
+        return False

@@ -13,7 +13,6 @@ as a user's pod spec would add volumes; ``hostNetwork`` lets them reach the mast
 
 from __future__ import annotations
 
-import secrets
 import site
 import sys
 from collections.abc import Iterator
@@ -21,8 +20,9 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from tests import _k8s
 from tests._k8s import Cluster
-from tests._master import REPO, MasterProcess, create_experiment, wait_experiment, wait_for
+from tests._master import MasterProcess, create_experiment, wait_experiment, wait_for
 from tests.integration._exp import (
     COUNTER,
     counter_config,
@@ -39,32 +39,10 @@ SITE = next((p for p in site.getsitepackages() if p.startswith(sys.prefix)), sit
 CPU_PER_SLOT = 0.25  # the test bed's node has 2 CPUs: 8 slots
 
 
-def _pod_spec() -> dict:
-    return {"spec": {
-        "hostNetwork": True,
-        "containers": [{
-            "name": "determined-container",
-            "env": [{"name": "PYTHONPATH", "value": "/opt/det/src:/opt/det/site"}],
-            "volumeMounts": [{"name": "usr", "mountPath": "/usr", "readOnly": True},
-                             {"name": "src", "mountPath": "/opt/det/src", "readOnly": True},
-                             {"name": "site", "mountPath": "/opt/det/site", "readOnly": True}],
-        }],
-        "volumes": [{"name": "usr", "hostPath": {"path": "/usr"}},
-                    {"name": "src", "hostPath": {"path": str(REPO)}},
-                    {"name": "site", "hostPath": {"path": SITE}}],
-    }}
-
-
 @pytest.fixture(scope="module")
 def namespace(k8s_cluster: Cluster) -> Iterator[str]:
-    """A namespace of this module's own, deleted at the end."""
-    core = k8s_cluster.core_v1()
-    name = f"det-test-{secrets.token_hex(3)}"
-    core.create_namespace({"metadata": {"name": name}})
-    try:
+    with _k8s.namespace(k8s_cluster) as name:
         yield name
-    finally:
-        core.delete_namespace(name)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +52,7 @@ def k8s_master(k8s_cluster: Cluster, namespace: str, tmp_path_factory: pytest.Te
         "resource_manager": {"type": "kubernetes", "default_namespace": namespace,
                              "kubeconfig_path": str(k8s_cluster.kubeconfig), "slot_type": "cpu",
                              "slot_resource_requests": {"cpu": CPU_PER_SLOT}, "max_slots_per_pod": 8},
-        "task_container_defaults": {"image": IMAGE, "cpu_pod_spec": _pod_spec()},
+        "task_container_defaults": {"image": IMAGE, "cpu_pod_spec": _k8s.lent_pod_spec(SITE)},
     }
     (work / "master.yaml").write_text(yaml.safe_dump(cfg))
     master = MasterProcess(work / "data", extra_args=["--no-agent", "--config", str(work / "master.yaml")]).start()
@@ -152,3 +130,37 @@ def test_an_image_that_cannot_be_pulled_fails_saying_so(k8s_master: MasterProces
              timeout=120, what="the command's end")
     log = task_log_text(admin, cmd["id"])
     assert "the image could not be pulled" in log, log[-2000:]
+
+
+def test_a_master_killed_while_a_job_runs_cleans_it_up_and_the_trial_resumes(
+        k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A master SIGKILLed while its trial's Job runs: the next master deletes the Job it no
+    longer has an allocation for, and the trial runs again from its latest checkpoint, in a new
+    Job, without using a restart."""
+    work = tmp_path_factory.mktemp("k8s-restart")
+    with _k8s.namespace(k8s_cluster) as ns:
+        cfg = {"resource_manager": {"type": "kubernetes", "default_namespace": ns,
+                                    "kubeconfig_path": str(k8s_cluster.kubeconfig), "slot_type": "cpu",
+                                    "slot_resource_requests": {"cpu": CPU_PER_SLOT}},
+               "task_container_defaults": {"image": IMAGE, "cpu_pod_spec": _k8s.lent_pod_spec(SITE)}}
+        (work / "master.yaml").write_text(yaml.safe_dump(cfg))
+        master = MasterProcess(work / "data", extra_args=["--no-agent", "--config", str(work / "master.yaml")]).start()
+        try:
+            admin = master.admin()
+            exp = submit_counter(admin, length=150, sleep=0.1, ckpt_every=5)
+            wait_for(lambda: (ts := trials(admin, exp)) and ts[0].get("totalBatchesProcessed", 0) >= 12,
+                     timeout=180, what="the trial past its first checkpoints")
+            (before,) = k8s_cluster_jobs(k8s_cluster, ns)
+            master.kill9()
+            master.start()
+            admin = master.admin()
+            wait_for(lambda: before not in k8s_cluster_jobs(k8s_cluster, ns), timeout=60,
+                     what="the old master's Job deleted")
+            assert wait_experiment(admin, exp, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"},
+                                   timeout=300) == "STATE_COMPLETED"
+            (trial,) = trials(admin, exp)
+            runs = [ln for ln in trial_log_text(admin, trial["id"]).splitlines() if ln.startswith("run ")]
+            assert trial["restarts"] == 0 and len(runs) >= 2, runs
+            assert runs[0] == "run 1 starting at step 0" and not runs[-1].endswith(" step 0"), runs
+        finally:
+            master.stop()

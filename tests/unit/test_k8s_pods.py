@@ -11,7 +11,8 @@ import pytest
 from det_agent.wire import BindMount, Container, Mount, RunAs, TaskSpec
 from det_jupyter.config.resources import parse_resources
 from det_jupyter.rm import _k8s_pods as pods
-from det_jupyter.rm.kubernetes import _cpus, _iso
+from det_jupyter.rm._kube_api import quantity_value
+from det_jupyter.rm.kubernetes import _iso
 
 
 def _spec(container: Container | None, *, slots: tuple[int, ...] = (0, 1), run_as: RunAs | None = None) -> TaskSpec:
@@ -107,5 +108,62 @@ def test_kubernetes_settings_parse_and_bad_keys_name_themselves() -> None:
 
 
 def test_quantities_and_times() -> None:
-    assert _cpus("1500m") == 1.5 and _cpus("2") == 2.0
+    assert quantity_value("1500m") == 1.5 and quantity_value("2") == 2.0 and quantity_value("1Ki") == 1024
     assert _iso("2026-11-29T15:40:01.123456789Z") == "2026-11-29T15:40:01.123456Z"
+
+
+class _Allocs:
+    """The allocation service as the node sync sees it: nothing runs yet."""
+
+    def live_on(self, agent_id: str) -> dict[str, list[int]]:
+        return {}
+
+    def any_pending(self) -> bool:
+        return False
+
+
+def _rm(**k8s: object) -> object:
+    from det_jupyter.config._kubernetes import KubernetesConfig
+    from det_jupyter.rm.kubernetes import KubernetesRM
+    from det_jupyter.services.common.clock import FakeClock
+
+    return KubernetesRM(_Allocs(), None, FakeClock(), k8s=KubernetesConfig(**k8s), api=None,  # type: ignore[arg-type]
+                        cluster_id=lambda: "c1", resources=parse_resources(None, [{"pool_name": "default"},
+                                                                                   {"pool_name": "gpu"}]))
+
+
+def test_nodes_become_agents_less_what_other_pods_request() -> None:
+    from det_jupyter.rm._kube_api import Node
+
+    rm = _rm(slot_type="cpu", cpu_per_slot=0.5, max_slots_per_pod=2)
+    cpu = Node("a", True, "10.0.0.1", {"cpu": "4"}, {}, "v1.20.2", False)
+    gpu = Node("g", True, "10.0.0.2", {"cpu": "8"}, {"det-jupyter.ai/resource-pool": "gpu"}, "v1.20.2", False)
+    down = Node("d", False, "10.0.0.3", {"cpu": "4"}, {}, "v1.20.2", False)
+    rm.sync_nodes([cpu, gpu, down], {"a": {"cpu": 1.0}})  # type: ignore[attr-defined]
+    agents = {a["id"]: a for a in rm.describe()}  # type: ignore[attr-defined]
+    # 4 CPUs less 1 taken by others = 6 half-CPU slots, in pod-sized shares of 2.
+    assert sorted(k for k in agents if k.startswith("a/")) == ["a/0", "a/1", "a/2"]
+    assert all(len(agents[k]["slots"]) == 2 for k in ("a/0", "a/1", "a/2"))
+    assert {agents[k]["resource_pool"] for k in agents if k.startswith("g/")} == {"gpu"}
+    assert not any(k.startswith("d") for k in agents)
+
+
+def test_gpu_nodes_offer_their_allocatable_gpus() -> None:
+    from det_jupyter.rm._kube_api import Node
+
+    rm = _rm(slot_type="cuda")
+    rm.sync_nodes([Node("g", True, "10.0.0.2", {"cpu": "8", "nvidia.com/gpu": "4"}, {}, "v", False)],  # type: ignore[attr-defined]
+                  {"g": {"nvidia.com/gpu": 1.0}})
+    (agent,) = rm.describe()  # type: ignore[attr-defined]
+    assert agent["id"] == "g" and [s["type"] for s in agent["slots"]] == ["cuda"] * 3
+
+
+def test_long_log_lines_cut_by_docker_are_joined() -> None:
+    from det_jupyter.rm._kube_api import PART, join_partials
+
+    text = b"x" * (PART * 2 + 10)
+    cut = (b"2026-11-29T16:30:01.5Z " + text[:PART] + b"2026-11-29T16:30:01.500001Z " + text[PART:2 * PART]
+           + b"2026-11-29T16:30:02Z " + text[2 * PART:])
+    assert join_partials(cut) == b"2026-11-29T16:30:01.5Z " + text
+    short = b"2026-11-29T16:30:01.5Z hello 2026-11-29T16:30:01Z kept"
+    assert join_partials(short) == short

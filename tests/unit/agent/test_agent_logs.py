@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from det_agent.runtime import _logs
-from det_agent.runtime._logs import LineSplitter, LogBatcher, split_rank
+from det_agent.runtime._logs import LineSplitter, LogBatcher
+from det_agent.wire import split_rank
 
 
 @pytest.mark.parametrize(
