@@ -122,11 +122,11 @@ def build_objects(
         ours = {"limits": {GPU_RESOURCE[slot_type]: str(slots)}, "requests": {GPU_RESOURCE[slot_type]: str(slots)}}
     elif slots:
         ours = {"requests": {"cpu": f"{int(cpu_per_slot * slots * 1000)}m"}}
-    volumes = [
+    volumes: list[dict[str, Any]] = [
         {"name": "det-spec", "secret": {"secretName": name, "defaultMode": 0o440}},
         {"name": "det-run", "emptyDir": {}},
     ]
-    mounts = [{"name": "det-spec", "mountPath": SPEC_DIR, "readOnly": True},
+    mounts: list[dict[str, Any]] = [{"name": "det-spec", "mountPath": SPEC_DIR, "readOnly": True},
               {"name": "det-run", "mountPath": RUN_DIR}]
     host_mounts = [(m.host_path, m.container_path, False) for m in spec.mounts] + [
         (b.host_path, b.container_path, b.read_only) for b in container.bind_mounts]
