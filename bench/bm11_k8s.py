@@ -76,8 +76,8 @@ from typing import Any
 import yaml
 from _common import emit, log, median, percentile
 
-from tests._k8s import Cluster, default_home, read_endpoints, why_no_cluster
-from tests._master import REPO, MasterProcess, create_experiment
+from tests._k8s import Cluster, default_home, lent_pod_spec, read_endpoints, why_no_cluster
+from tests._master import MasterProcess, create_experiment
 
 IMAGE = "local/hostusr:1"
 SITE = next((p for p in site.getsitepackages() if p.startswith(sys.prefix)), site.getsitepackages()[0])
@@ -92,25 +92,14 @@ RUN_TIMEOUT_S = 300.0
 DRAIN_TIMEOUT_S = 240.0
 
 
-def _volumes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    mounts = [{"name": "usr", "mountPath": "/usr", "readOnly": True},
-              {"name": "src", "mountPath": "/opt/det/src", "readOnly": True},
-              {"name": "site", "mountPath": "/opt/det/site", "readOnly": True}]
-    volumes = [{"name": "usr", "hostPath": {"path": "/usr"}},
-               {"name": "src", "hostPath": {"path": str(REPO)}},
-               {"name": "site", "hostPath": {"path": SITE}}]
-    return mounts, volumes
-
-
 def cpu_pod_spec() -> dict[str, Any]:
-    """``task_container_defaults.cpu_pod_spec`` of our master (tests/integration/test_k8s_rm.py's)."""
-    mounts, volumes = _volumes()
-    return {"spec": {
-        "hostNetwork": True,
-        "containers": [{"name": CONTAINER, "env": [{"name": "PYTHONPATH", "value": "/opt/det/src:/opt/det/site"}],
-                        "volumeMounts": mounts}],
-        "volumes": volumes,
-    }}
+    """``task_container_defaults.cpu_pod_spec`` of our master (the integration tests')."""
+    return lent_pod_spec(SITE)
+
+
+def _volumes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    spec = cpu_pod_spec()["spec"]
+    return list(spec["containers"][0]["volumeMounts"]), list(spec["volumes"])
 
 
 DIRECT_BOOT = "import os, det_agent.pod; os.execvp('sleep', ['sleep', '600'])"
@@ -133,6 +122,7 @@ def direct_job(name: str, namespace: str) -> Any:
                 # imports, then an exec of the task), less reading its spec and the context:
                 # so that the sides differ in the manager, not in what the pod runs.
                 "command": ["python3", "-c", DIRECT_BOOT],
+                "env": list(cpu_pod_spec()["spec"]["containers"][0]["env"]),  # PYTHONPATH, as ours
                 "resources": {"requests": {"cpu": f"{int(CPU_PER_SLOT * 1000)}m"}},
                 "volumeMounts": [*mounts, {"name": "det-run", "mountPath": "/run/determined"},
                                  {"name": "det-host-0", "mountPath": "/bm11"},

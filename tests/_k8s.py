@@ -142,17 +142,22 @@ def lent_pod_spec(site_packages: str) -> dict[str, Any]:
     (Debian's python3), the checkout and the test venv's ``site_packages`` lent read-only at
     /opt/det (on the task's PYTHONPATH too), ``hostNetwork`` to reach the master on 127.0.0.1
     (the test bed has no CNI)."""
+    # Each package is lent on its own: a checkout's root may be private (``mktemp -d`` makes
+    # it 0700), and the pods' unprivileged user could not read through it.
+    packages = {"det-agent": REPO / "det_agent", "det-jupyter": REPO / "det_jupyter",
+                "det-harness": REPO / "harness" / "det_harness"}
     return {"spec": {
         "hostNetwork": True,
         "containers": [{
             "name": "determined-container",
             "env": [{"name": "PYTHONPATH", "value": "/opt/det/src:/opt/det/site"}],
             "volumeMounts": [{"name": "usr", "mountPath": "/usr", "readOnly": True},
-                             {"name": "src", "mountPath": "/opt/det/src", "readOnly": True},
+                             *({"name": name, "mountPath": f"/opt/det/src/{path.name}", "readOnly": True}
+                               for name, path in packages.items()),
                              {"name": "site", "mountPath": "/opt/det/site", "readOnly": True}],
         }],
         "volumes": [{"name": "usr", "hostPath": {"path": "/usr"}},
-                    {"name": "src", "hostPath": {"path": str(REPO)}},
+                    *({"name": name, "hostPath": {"path": str(path)}} for name, path in packages.items()),
                     {"name": "site", "hostPath": {"path": site_packages}}],
     }}
 
