@@ -63,8 +63,6 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
-import site
-import sys
 import tempfile
 import threading
 import time
@@ -76,11 +74,12 @@ from typing import Any
 import yaml
 from _common import emit, log, median, percentile
 
+from tests._k8s import SITE as K8S_SITE
 from tests._k8s import Cluster, default_home, lent_pod_spec, read_endpoints, why_no_cluster
 from tests._master import MasterProcess, create_experiment
 
 IMAGE = "local/hostusr:1"
-SITE = next((p for p in site.getsitepackages() if p.startswith(sys.prefix)), site.getsitepackages()[0])
+SITE = K8S_SITE
 CPU_PER_SLOT = 0.01  # the node's 2 CPUs: 200 one-slot trials fit
 CONTAINER = "determined-container"
 LABEL_CLUSTER = "det-jupyter.ai/cluster"  # on every object our manager makes

@@ -20,7 +20,9 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import site
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,3 +176,27 @@ def namespace(cluster: Cluster, prefix: str = "det-test") -> Iterator[str]:
         yield name
     finally:
         core.delete_namespace(name)
+
+
+#: The test venv's site-packages, lent to the pods (lent_pod_spec).
+SITE = next((p for p in site.getsitepackages() if p.startswith(sys.prefix)), site.getsitepackages()[0])
+
+
+@contextlib.contextmanager
+def k8s_master(cluster: Cluster, work: Path, namespace: str, **rm: Any) -> Iterator[Any]:
+    """A master with ``resource_manager: {type: kubernetes}`` on ``cluster`` in ``namespace``
+    (``rm``: more of its keys), no agent, its pods ``local/hostusr:1`` with this checkout lent
+    (lent_pod_spec); stopped at the end."""
+    import yaml
+
+    from tests._master import MasterProcess
+
+    cfg = {"resource_manager": {"type": "kubernetes", "default_namespace": namespace,
+                                "kubeconfig_path": str(cluster.kubeconfig), "slot_type": "cpu", **rm},
+           "task_container_defaults": {"image": "local/hostusr:1", "cpu_pod_spec": lent_pod_spec(SITE)}}
+    (work / "master.yaml").write_text(yaml.safe_dump(cfg))
+    master = MasterProcess(work / "data", extra_args=["--no-agent", "--config", str(work / "master.yaml")]).start()
+    try:
+        yield master
+    finally:
+        master.stop()

@@ -6,15 +6,12 @@ the two about an agent (its command line, its task directories): there is none h
 
 from __future__ import annotations
 
-import site
-import sys
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
 from tests import _k8s
-from tests._master import MasterProcess, wait_for
+from tests._master import wait_for
 from tests.integration import test_task_isolation as suite
 from tests.integration.test_task_isolation import (  # noqa: F401 - collected here, on this cluster
     attack,
@@ -28,26 +25,15 @@ from tests.integration.test_task_isolation import (  # noqa: F401 - collected he
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-SITE = next((p for p in site.getsitepackages() if p.startswith(sys.prefix)), site.getsitepackages()[0])
 IMAGE = "local/hostusr:1"
 
 
 @pytest.fixture(scope="module")
 def cluster(k8s_cluster: _k8s.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[suite.Cluster]:
     work = tmp_path_factory.mktemp("k8s-isolation")
-    with _k8s.namespace(k8s_cluster) as ns:
-        cfg = {
-            "resource_manager": {"type": "kubernetes", "default_namespace": ns,
-                                 "kubeconfig_path": str(k8s_cluster.kubeconfig), "slot_type": "cpu",
-                                 "slot_resource_requests": {"cpu": 0.5}},
-            "task_container_defaults": {"image": IMAGE, "cpu_pod_spec": _k8s.lent_pod_spec(SITE)},
-        }
-        (work / "master.yaml").write_text(yaml.safe_dump(cfg))
-        master = MasterProcess(work / "master", extra_args=["--no-agent", "--config", str(work / "master.yaml")]).start()
-        try:
-            admin = master.admin()
-            wait_for(lambda: admin.get("/api/v1/agents")["agents"], what="the node as an agent")
-            # No agent directory: each task has its pod's own (the victim's is another pod's).
-            yield suite.Cluster(master, admin, work / "no-agent", None, IMAGE)
-        finally:
-            master.stop()
+    with _k8s.namespace(k8s_cluster) as ns, _k8s.k8s_master(
+            k8s_cluster, work, ns, slot_resource_requests={"cpu": 0.5}) as master:
+        admin = master.admin()
+        wait_for(lambda: admin.get("/api/v1/agents")["agents"], what="the node as an agent")
+        # No agent directory: each task has its pod's own (the victim's is another pod's).
+        yield suite.Cluster(master, admin, work / "no-agent", None, IMAGE)

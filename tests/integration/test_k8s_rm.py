@@ -13,8 +13,6 @@ as a user's pod spec would add volumes; ``hostNetwork`` lets them reach the mast
 
 from __future__ import annotations
 
-import site
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -35,7 +33,6 @@ from tests.integration._exp import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 IMAGE = "local/hostusr:1"
-SITE = next((p for p in site.getsitepackages() if p.startswith(sys.prefix)), site.getsitepackages()[0])
 CPU_PER_SLOT = 0.25  # the test bed's node has 2 CPUs: 8 slots
 
 
@@ -47,19 +44,9 @@ def namespace(k8s_cluster: Cluster) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def k8s_master(k8s_cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
-    work = tmp_path_factory.mktemp("k8s-master")
-    cfg = {
-        "resource_manager": {"type": "kubernetes", "default_namespace": namespace,
-                             "kubeconfig_path": str(k8s_cluster.kubeconfig), "slot_type": "cpu",
-                             "slot_resource_requests": {"cpu": CPU_PER_SLOT}, "max_slots_per_pod": 8},
-        "task_container_defaults": {"image": IMAGE, "cpu_pod_spec": _k8s.lent_pod_spec(SITE)},
-    }
-    (work / "master.yaml").write_text(yaml.safe_dump(cfg))
-    master = MasterProcess(work / "data", extra_args=["--no-agent", "--config", str(work / "master.yaml")]).start()
-    try:
+    with _k8s.k8s_master(k8s_cluster, tmp_path_factory.mktemp("k8s-master"), namespace,
+                         slot_resource_requests={"cpu": CPU_PER_SLOT}, max_slots_per_pod=8) as master:
         yield master
-    finally:
-        master.stop()
 
 
 def test_the_node_is_an_agent_with_slots(k8s_master: MasterProcess, k8s_cluster: Cluster) -> None:
@@ -138,29 +125,21 @@ def test_a_master_killed_while_a_job_runs_cleans_it_up_and_the_trial_resumes(
     longer has an allocation for, and the trial runs again from its latest checkpoint, in a new
     Job, without using a restart."""
     work = tmp_path_factory.mktemp("k8s-restart")
-    with _k8s.namespace(k8s_cluster) as ns:
-        cfg = {"resource_manager": {"type": "kubernetes", "default_namespace": ns,
-                                    "kubeconfig_path": str(k8s_cluster.kubeconfig), "slot_type": "cpu",
-                                    "slot_resource_requests": {"cpu": CPU_PER_SLOT}},
-               "task_container_defaults": {"image": IMAGE, "cpu_pod_spec": _k8s.lent_pod_spec(SITE)}}
-        (work / "master.yaml").write_text(yaml.safe_dump(cfg))
-        master = MasterProcess(work / "data", extra_args=["--no-agent", "--config", str(work / "master.yaml")]).start()
-        try:
-            admin = master.admin()
-            exp = submit_counter(admin, length=150, sleep=0.1, ckpt_every=5)
-            wait_for(lambda: (ts := trials(admin, exp)) and ts[0].get("totalBatchesProcessed", 0) >= 12,
-                     timeout=180, what="the trial past its first checkpoints")
-            (before,) = k8s_cluster_jobs(k8s_cluster, ns)
-            master.kill9()
-            master.start()
-            admin = master.admin()
-            wait_for(lambda: before not in k8s_cluster_jobs(k8s_cluster, ns), timeout=60,
-                     what="the old master's Job deleted")
-            assert wait_experiment(admin, exp, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"},
-                                   timeout=300) == "STATE_COMPLETED"
-            (trial,) = trials(admin, exp)
-            runs = [ln for ln in trial_log_text(admin, trial["id"]).splitlines() if ln.startswith("run ")]
-            assert trial["restarts"] == 0 and len(runs) >= 2, runs
-            assert runs[0] == "run 1 starting at step 0" and not runs[-1].endswith(" step 0"), runs
-        finally:
-            master.stop()
+    with _k8s.namespace(k8s_cluster) as ns, _k8s.k8s_master(
+            k8s_cluster, work, ns, slot_resource_requests={"cpu": CPU_PER_SLOT}) as master:
+        admin = master.admin()
+        exp = submit_counter(admin, length=150, sleep=0.1, ckpt_every=5)
+        wait_for(lambda: (ts := trials(admin, exp)) and ts[0].get("totalBatchesProcessed", 0) >= 12,
+                 timeout=180, what="the trial past its first checkpoints")
+        (before,) = k8s_cluster_jobs(k8s_cluster, ns)
+        master.kill9()
+        master.start()
+        admin = master.admin()
+        wait_for(lambda: before not in k8s_cluster_jobs(k8s_cluster, ns), timeout=60,
+                 what="the old master's Job deleted")
+        assert wait_experiment(admin, exp, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"},
+                               timeout=300) == "STATE_COMPLETED"
+        (trial,) = trials(admin, exp)
+        runs = [ln for ln in trial_log_text(admin, trial["id"]).splitlines() if ln.startswith("run ")]
+        assert trial["restarts"] == 0 and len(runs) >= 2, runs
+        assert runs[0] == "run 1 starting at step 0" and not runs[-1].endswith(" step 0"), runs

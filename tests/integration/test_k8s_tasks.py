@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import site
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +26,6 @@ from tests.integration._exp import COUNTER, task_log_text, trial_log_text, trial
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-SITE = next((p for p in site.getsitepackages() if p.startswith(sys.prefix)), site.getsitepackages()[0])
 DDP = Path(__file__).parent / "fixtures" / "ddp"
 TERMINAL = {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}
 
@@ -37,20 +34,10 @@ TERMINAL = {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}
 def master(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
     """4 slots of half a CPU, one per pod; priority scheduling with preemption."""
     work = tmp_path_factory.mktemp("k8s-tasks")
-    with _k8s.namespace(k8s_cluster) as ns:
-        cfg = {
-            "resource_manager": {"type": "kubernetes", "default_namespace": ns,
-                                 "kubeconfig_path": str(k8s_cluster.kubeconfig), "slot_type": "cpu",
-                                 "slot_resource_requests": {"cpu": 0.5}, "max_slots_per_pod": 1,
-                                 "scheduler": {"type": "priority", "preemption": True}},
-            "task_container_defaults": {"image": "local/hostusr:1", "cpu_pod_spec": _k8s.lent_pod_spec(SITE)},
-        }
-        (work / "master.yaml").write_text(yaml.safe_dump(cfg))
-        m = MasterProcess(work / "data", extra_args=["--no-agent", "--config", str(work / "master.yaml")]).start()
-        try:
-            yield m
-        finally:
-            m.stop()
+    with _k8s.namespace(k8s_cluster) as ns, _k8s.k8s_master(
+            k8s_cluster, work, ns, slot_resource_requests={"cpu": 0.5}, max_slots_per_pod=1,
+            scheduler={"type": "priority", "preemption": True}) as m:
+        yield m
 
 
 def test_the_node_is_one_agent_per_pod_sized_share(master: MasterProcess, k8s_cluster: Cluster) -> None:
