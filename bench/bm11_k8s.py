@@ -7,13 +7,13 @@ The cluster: the test bed that is already up (scripts/k8s/up.sh; tests/_k8s.py's
 Everything runs in a namespace of its own (``bm11-<hex>``), deleted at the end. Without root,
 the ``kubernetes`` client or a running test bed it prints a ``skipped`` summary.
 
-How many: the node's kubelet admits at most ``allocatable.pods`` (110 on the test bed) pods at
-a time, and the trials here run until the end of the round, so every side's pods are live at
-once. ``--trials`` (default 100) is capped to what fits beside the pods already on the node, less
-a margin of 5 (another user's pods may come meanwhile); ``trials`` and ``capped_from`` say what
-ran. Both sides run the same count. (200 at once does not fit: our manager counts only CPU or GPU
-slots, not the node's pod limit, so it would pin all 200 to the node and the kubelet would refuse
-the pods over 110 with ``OutOfpods``.)
+How many: 200 a side (``--trials``), as the issue asks. The node's kubelet admits at most
+``allocatable.pods`` pods at a time (250 on the test bed: scripts/k8s/up.sh's ``maxPods``; a
+kubelet's default is 110), and the trials here run until the end of the round, so every side's
+pods are live at once. ``--trials`` is capped to what fits beside the pods already on the node,
+less a margin of 5 (another user's pods may come meanwhile); ``trials`` and ``capped_from`` say
+what ran. Both sides run the same count. (Our manager offers no more slots on a node than its
+kubelet admits pods, so on a node of 110 it would run 200 trials' worth only 100-odd at a time.)
 
 The two sides, each with its own namespace-wide start (nothing of the other side left: a side
 starts only once the namespace holds no pod), order rotating per round:
@@ -26,16 +26,19 @@ starts only once the namespace holds no pod), order rotating per round:
   ``python3 -m det_agent.pod``, which execs ``sleep``. ``local/hostusr:1`` with the host's /usr,
   this checkout and the venv's site-packages lent read-only (``cpu_pod_spec``), hostNetwork.
 - ``direct``: N batch/v1 Jobs created with ``BatchV1Api.create_namespaced_job`` from a pool of
-  6 threads (the master's worker pool on 2 cores: ``asyncio.to_thread``'s default,
-  min(32, CPUs + 4)), the same pod as ours less the Secret holding the task spec (and its
-  volume) and ``nodeName`` (the kube-scheduler places them, as it would a user's Jobs): the same
-  image and volumes (the lent ones, an emptyDir at /run/determined, a hostPath as the master's
-  checkpoint mount, a 4 GiB memory emptyDir at /dev/shm), hostNetwork, uid 65534,
-  ``restartPolicy: Never``, ``backoffLimit: 0``, ``shareProcessNamespace``, a 10m CPU request,
-  and the command ``python3 -c "import os, det_agent.pod; os.execvp('sleep', ...)"``: the
-  interpreter and the bootstrap's imports that our pods start with, then the same ``sleep``, so
-  that the two sides' pods cost the node the same and the ratio measures the manager (placement,
-  the Secret, the spec and context it hands over), not Python starting on two cores.
+  as many threads as the manager's own pool for its API calls (``rm._kube_api.API_THREADS``, 6:
+  what ``asyncio.to_thread``'s default pool, min(32, CPUs + 4), has on 2 cores, which the
+  manager used before it had a pool of its own), so that both sides have the same number of
+  create calls in flight; ours makes two per trial (its Secret, then its Job), direct one. The
+  same pod as ours less the Secret holding the task spec (and its volume) and ``nodeName`` (the
+  kube-scheduler places them, as it would a user's Jobs): the same image and volumes (the lent
+  ones, an emptyDir at /run/determined, a hostPath as the master's checkpoint mount, a 4 GiB
+  memory emptyDir at /dev/shm), hostNetwork, uid 65534, ``restartPolicy: Never``,
+  ``backoffLimit: 0``, ``shareProcessNamespace``, a 10m CPU request, and the command
+  ``python3 -c "import os, det_agent.pod; os.execvp('sleep', ...)"``: the interpreter and the
+  bootstrap's imports that our pods start with, then the same ``sleep``, so that the two sides'
+  pods cost the node the same and the ratio measures the manager (placement, the Secret, the
+  spec and context it hands over, the log it reads), not Python starting on two cores.
 
 Timed by one watch of the namespace's Jobs and pods in this process (the same observer for both
 sides, counting only the side's own objects by label; raw JSON events, so it keeps up), and by
@@ -48,20 +51,27 @@ seconds, the same host's clock):
   container's ``startedAt`` (whole seconds);
 - ``*_visible_per_s`` and ``*_create_to_visible_p50_ms``/``p95_ms``: the same to the moment the
   watch first sees the container running (Job ADDED -> that event): what a client of the API
-  sees. Under load this trails ``startedAt`` by tens of seconds, on both sides (likely the
-  kubelet's client rate limit on its status updates: scripts/k8s/up.sh keeps 1.20's default
-  ``kubeAPIQPS`` 5, burst 10; not profiled);
-- ``*_jobs_per_s`` = N / (submit -> the last Job's ADDED event) (``ratio_jobs_vs_direct``).
+  sees. Under load this trails ``startedAt`` by tens of seconds, on both sides: the kubelet's
+  client rate limit (scripts/k8s/up.sh keeps 1.20's default ``kubeAPIQPS`` 5, burst 10) queues
+  its status updates, and on our side also its read of each pod's Secret, which the container
+  waits for (its log shows such reads ``Throttling request took 1.1s``);
+- ``*_jobs_per_s`` = N / (submit -> the last Job's ADDED event) (``ratio_jobs_vs_direct``);
+  ``*_first_job_s``: submit -> the first Job's (ours: the experiment's creation, its first
+  trial's placement);
+- ``*_cpu_s``: the CPU seconds each process of the test bed, our master, this process and the
+  whole node (``node``: the pods' too) spent from submit to the last pod running: where a
+  side's time went (for information; other users' work on the node shows in ``node``).
 With more than one round, the figures are the medians of the rounds'.
 Afterwards: the experiment killed (the manager deletes its Jobs), the direct Jobs deleted
-(6 threads), and the namespace until it holds no Job and no pod: ``*_drain_s`` (kill -> empty;
-for information, not a target).
+(``DIRECT_THREADS`` threads), and the namespace until it holds no Job and no pod:
+``*_drain_s`` (kill -> empty; for information, not a target).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import tempfile
 import threading
@@ -74,6 +84,7 @@ from typing import Any
 import yaml
 from _common import emit, log, median, percentile
 
+from det_jupyter.rm._kube_api import API_THREADS
 from tests._k8s import SITE as K8S_SITE
 from tests._k8s import Cluster, default_home, lent_pod_spec, read_endpoints, why_no_cluster
 from tests._master import MasterProcess, create_experiment
@@ -83,7 +94,7 @@ SITE = K8S_SITE
 CPU_PER_SLOT = 0.01  # the node's 2 CPUs: 200 one-slot trials fit
 CONTAINER = "determined-container"
 LABEL_CLUSTER = "det-jupyter.ai/cluster"  # on every object our manager makes
-DIRECT_THREADS = 6  # asyncio.to_thread's default pool on 2 cores: min(32, 2 + 4)
+DIRECT_THREADS = API_THREADS  # as many create calls in flight as our manager's pool has
 POD_MARGIN = 5  # pods left free for others on the node
 TARGET_X = 0.8
 SIDES = ("ours", "direct")
@@ -250,6 +261,7 @@ class Watcher:
             out["placements_per_s"] = n / (last_start - submit) if last_start > submit else None
             out["visible_per_s"] = n / (max(t[0] for t in running.values()) - submit)
             out["jobs_per_s"] = n / (max(t[0] for t in jobs.values()) - submit)
+            out["first_job_s"] = min(t[0] for t in jobs.values()) - submit
         if stamped:
             out["create_to_running_p50_s"] = percentile(stamped, 50)
             out["create_to_running_p95_s"] = percentile(stamped, 95)
@@ -266,14 +278,15 @@ def _stamp(text: str) -> float:
 # -- the sides ---------------------------------------------------------------------------------
 
 
-def run_ours(master: MasterProcess, watcher: Watcher, n: int) -> dict[str, Any]:
+def run_ours(master: MasterProcess, watcher: Watcher, n: int, cpu: CpuMeter) -> dict[str, Any]:
     admin = master.admin()
     watcher.reset("ours")
+    cpu.mark()
     submit = time.time()
     exp = create_experiment(admin, yaml.safe_dump(experiment_config(n)), None)["experiment"]["id"]
     try:
         _until_running(watcher, n, lambda: master.log()[-3000:])
-        figures = watcher.figures(n, submit)
+        figures = {**watcher.figures(n, submit), "cpu_s": cpu.since_mark()}
     finally:
         t0 = time.time()
         admin.post(f"/api/v1/experiments/{exp}/kill")
@@ -281,16 +294,17 @@ def run_ours(master: MasterProcess, watcher: Watcher, n: int) -> dict[str, Any]:
     return {**figures, "drain_s": time.time() - t0}
 
 
-def run_direct(watcher: Watcher, n: int, tag: str) -> dict[str, Any]:
+def run_direct(watcher: Watcher, n: int, tag: str, cpu: CpuMeter) -> dict[str, Any]:
     watcher.reset("direct")
     names = [f"bm11-{tag}-{i}" for i in range(n)]
+    cpu.mark()
     submit = time.time()
     with ThreadPoolExecutor(DIRECT_THREADS) as pool:
         list(pool.map(lambda name: watcher.batch.create_namespaced_job(
             watcher.namespace, direct_job(name, watcher.namespace)), names))
     try:
         _until_running(watcher, n, lambda: "")
-        figures = watcher.figures(n, submit)
+        figures = {**watcher.figures(n, submit), "cpu_s": cpu.since_mark()}
     finally:
         t0 = time.time()
         with ThreadPoolExecutor(DIRECT_THREADS) as pool:
@@ -298,6 +312,48 @@ def run_direct(watcher: Watcher, n: int, tag: str) -> dict[str, Any]:
                 name, watcher.namespace, propagation_policy="Background"), names))
         _drain(watcher)
     return {**figures, "drain_s": time.time() - t0}
+
+
+class CpuMeter:
+    """CPU seconds (user + system, from /proc) that each process of the test bed, our master
+    and this process (the watch; the direct side's creates) spent since ``mark``, and the whole
+    machine's (``node``: every process, the pods' included): where a side's time went. For
+    information: the two sides share the 2 cores with whatever else runs there."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self._mark: dict[str, float] = {}
+
+    def read(self) -> dict[str, float]:
+        tick = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for name, pid in self.pids.items():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            except (OSError, IndexError, ValueError):
+                continue
+        with open("/proc/stat") as f:
+            total = [int(x) for x in f.readline().split()[1:]]
+        out["node"] = (sum(total[:8]) - total[3] - total[4]) / tick  # less idle and iowait
+        return out
+
+    def mark(self) -> None:
+        self._mark = self.read()
+
+    def since_mark(self) -> dict[str, float]:
+        return {k: round(v - self._mark[k], 2) for k, v in self.read().items() if k in self._mark}
+
+
+def bed_pids(cluster: Cluster) -> dict[str, int]:
+    """The test bed's processes by component (up.sh's run/pids)."""
+    out = {}
+    for path in sorted((cluster.home / "run" / "pids").glob("*")):
+        try:
+            out[path.name] = int(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _until_running(watcher: Watcher, n: int, context: Any) -> None:
@@ -359,12 +415,15 @@ def run(cluster: Cluster, n: int, rounds: int, work: Path) -> list[dict[str, Any
             if time.time() > deadline:
                 raise RuntimeError(f"the node did not show as an agent:\n{master.log()[-3000:]}")
             time.sleep(0.2)
+        assert master.proc is not None
+        cpu = CpuMeter({**bed_pids(cluster), "master": master.proc.pid, "bench": os.getpid()})
         with Watcher(cluster, namespace) as watcher:
             for r in range(rounds):
                 order = SIDES if r % 2 == 0 else SIDES[::-1]
                 got: dict[str, Any] = {"round": r, "order": list(order)}
                 for side in order:
-                    figures = run_ours(master, watcher, n) if side == "ours" else run_direct(watcher, n, f"r{r}")
+                    figures = (run_ours(master, watcher, n, cpu) if side == "ours"
+                               else run_direct(watcher, n, f"r{r}", cpu))
                     log(f"round {r} {side}: {figures}")
                     got[side] = figures
                 results.append(got)
@@ -383,11 +442,15 @@ def run(cluster: Cluster, n: int, rounds: int, work: Path) -> list[dict[str, Any
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    keys = ("placements_per_s", "visible_per_s", "jobs_per_s", "create_to_running_p50_s",
+    keys = ("placements_per_s", "visible_per_s", "jobs_per_s", "first_job_s", "create_to_running_p50_s",
             "create_to_running_p95_s", "create_to_visible_p50_ms", "create_to_visible_p95_ms", "drain_s")
     for side in SIDES:
         for key in keys:
             out[f"{side}_{key}"] = median([r[side][key] for r in results if r[side].get(key) is not None])
+    for side in SIDES:
+        parts = sorted({k for r in results for k in r[side].get("cpu_s", {})})
+        out[f"{side}_cpu_s"] = {k: median([r[side]["cpu_s"][k] for r in results if k in r[side].get("cpu_s", {})])
+                                for k in parts}
     for ratio, key in (("ratio_vs_direct", "placements_per_s"), ("ratio_visible_vs_direct", "visible_per_s"),
                        ("ratio_jobs_vs_direct", "jobs_per_s")):
         ours, direct = out[f"ours_{key}"], out[f"direct_{key}"]
@@ -409,7 +472,7 @@ def why_not() -> str | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=100, help="trials (and Jobs) a side; capped to the node")
+    parser.add_argument("--trials", type=int, default=200, help="trials (and Jobs) a side; capped to the node")
     parser.add_argument("--rounds", type=int, default=1, help="rounds, the sides' order rotating")
     parser.add_argument("--smoke", action="store_true", help="1 round, 5 trials a side")
     args = parser.parse_args()

@@ -21,6 +21,7 @@ from .services.accounts.groups import GroupService
 from .services.accounts.hub import HubAuth, HubOAuth, HubSync
 from .services.accounts.tokens import TokenService
 from .services.accounts.users import UserService
+from .services.allocation.all_gather import AllGathers
 from .services.allocation.logs import LogService
 from .services.allocation.service import AllocationOwner, AllocationService
 from .services.checkpoints.files import CheckpointFiles
@@ -171,6 +172,7 @@ class Master:
         launcher_late: Late[ResourceManager] = Late("the allocations' resource manager")
         self.allocations = AllocationService(engine, clock, self.auth, owner=owner_late,
                                              launcher=launcher_late)
+        self.all_gathers = AllGathers()  # the containers' all_gather rounds (in memory)
         self.trials = TrialService(
             engine, clock, self.allocations, self.identity, experiments=self.experiments,
             searcher_batch=self.searcher_batch,  # trial exits join the validations' groups
@@ -229,7 +231,7 @@ class Master:
     def start(self) -> None:
         """Recover from the last run. Call from the event loop, before serving."""
         self.master_logs.attach("det_jupyter")
-        for alloc in self.allocations.recover():
+        for alloc in self.allocations.recover(keep_placed=self.rm.adopts_running):
             self.owners.ended_by_restart(alloc)
         self.trials.recover()
         self.webhooks.start()

@@ -139,6 +139,23 @@ def k8s_cluster() -> Iterator[Cluster]:
         raise RuntimeError(f"scripts/k8s/down.sh failed (exit {down.returncode}):\n{_tail(down)}")
 
 
+def free_cpus(cluster: Cluster) -> float:
+    """The node's allocatable CPUs less what its live pods request (other tests' pods, when
+    tests share the test bed): what a master with no pods of its own there turns into slots."""
+    from det_jupyter.rm._kube_api import quantity_value
+
+    core = cluster.core_v1()
+    node = core.read_node(cluster.node)
+    free = quantity_value(node.status.allocatable["cpu"])
+    for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={cluster.node}").items:
+        if pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        for c in pod.spec.containers:
+            requests = (c.resources.requests or {}) if c.resources is not None else {}
+            free -= quantity_value(str(requests.get("cpu", "0")))
+    return free
+
+
 def lent_pod_spec(site_packages: str) -> dict[str, Any]:
     """A ``cpu_pod_spec`` for ``local/hostusr:1`` pods that run this checkout: the host's /usr
     (Debian's python3), the checkout and the test venv's ``site_packages`` lent read-only at

@@ -31,6 +31,8 @@ SHARED_RESOURCE = {
     "tests/integration/test_k8s_rm.py": "k8s",
     "tests/integration/test_k8s_tasks.py": "k8s",
     "tests/integration/test_k8s_isolation.py": "k8s",
+    "tests/integration/test_k8s_compat.py": "k8s",
+    "tests/integration/test_k8s_reasons.py": "k8s",
 }
 
 PG_SKIP = "PostgreSQL tests need DET_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test)"

@@ -112,6 +112,7 @@ def build_env(
     python_bin: str | None,
     home: str | None = None,
     user: str | None = None,
+    resources_type: str = "docker-container",
 ) -> dict[str, str]:
     """The task's environment.
 
@@ -123,7 +124,8 @@ def build_env(
     then what only the
     agent knows (DET_AGENT_ID, DET_CONTAINER_ID, DET_SLOT_IDS, CUDA_VISIBLE_DEVICES,
     DET_RESOURCES_TYPE) and ``harness`` prepended to PYTHONPATH. ``slot_types`` maps each slot
-    id of this agent to "cuda" or "cpu".
+    id of this agent to "cuda" or "cpu". ``resources_type``: 0.38.1's DET_RESOURCES_TYPE, what
+    the stock ``prep_container`` picks its rendezvous by (``k8s-job`` in a pod).
     """
     env = dict(base)
     for key in PRIVATE_ENV:
@@ -146,7 +148,7 @@ def build_env(
     env["DET_CONTAINER_ID"] = str(spec["allocation_id"])
     env["DET_SLOT_IDS"] = json.dumps(slot_ids, separators=(",", ":"))
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(s) for s in slot_ids if slot_types[s] == "cuda")
-    env["DET_RESOURCES_TYPE"] = "docker-container"
+    env["DET_RESOURCES_TYPE"] = resources_type
     if harness:
         env["PYTHONPATH"] = _prepend(harness, env.get("PYTHONPATH"))
     return env

@@ -23,6 +23,13 @@ from ._isolation import RUN_MOUNT, account_name, inherited_env
 from ._launch import build_env, entrypoint_argv, harness_dir, python_bin_dir
 from ._taskdir import LaunchError, TaskDir, fetch_context, snapshot_model_dir, write_info_files
 
+#: 0.38.1's DET_RESOURCES_TYPE of a pod: its ``prep_container`` then meets the gang's other pods
+#: through the master's all-gather and reports the pod's IP as the proxy address.
+RESOURCES_TYPE = "k8s-job"
+#: Variables of the pod's own environment the task gets too (the master's pod manifest sets
+#: them: the pod's IP from the downward API).
+POD_ENV = ("DET_KUBERNETES_POD_IP",)
+
 
 @dataclasses.dataclass(frozen=True)
 class PodTaskDir(TaskDir):
@@ -90,13 +97,14 @@ def prepare_pod_task(
     try:
         env = build_env(
             spec,
-            base=inherited_env(environ),
+            base={**inherited_env(environ), **{k: environ[k] for k in POD_ENV if k in environ}},
             agent_id=agent_id,
             slot_types=slot_types,
             harness=harness_dir(),
             python_bin=python_bin_dir(),
             home=task.home,
             user=account_name(os.geteuid()),
+            resources_type=RESOURCES_TYPE,
         )
         argv = entrypoint_argv(spec["entrypoint"])
     except (ValueError, TypeError) as e:

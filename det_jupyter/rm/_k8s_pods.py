@@ -14,6 +14,7 @@ root), no privilege escalation.
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import json
@@ -32,6 +33,7 @@ SPEC_DIR = "/run/det-spec"
 RUN_DIR = "/run/determined"
 #: Whom a task runs as when its owner is linked to no account: nobody, never root.
 DEFAULT_UID = DEFAULT_GID = 65534
+POD_IP_ENV = "DET_KUBERNETES_POD_IP"
 GPU_RESOURCE = {"cuda": "nvidia.com/gpu", "rocm": "amd.com/gpu"}
 
 
@@ -78,6 +80,22 @@ def user_env(pod: Mapping[str, Any]) -> dict[str, str]:
     return {}
 
 
+def gang_size(spec: TaskSpec) -> int:
+    """How many pods the allocation of ``spec`` has (0.38.1's ``DET_KUBERNETES_JOB_PARALLELISM``,
+    its all-gather's ``numPeers``): the containers its rendezvous file lists."""
+    rendezvous = (spec.info_files or {}).get("rendezvous.json") or {}
+    return max(1, len(rendezvous.get("container_addrs") or ()))
+
+
+def pod_env(theirs: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The ``env`` of our container: the user's (the bootstrap passes only the plain ones on,
+    through the spec: :func:`user_env`) and the pod's IP from the downward API, which the
+    bootstrap passes on to the task as 0.38.1's ``DET_KUBERNETES_POD_IP`` (its rendezvous and
+    proxy address)."""
+    kept = [dict(e) for e in theirs or () if isinstance(e, Mapping) and e.get("name") != POD_IP_ENV]
+    return kept + [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+
+
 def spec_document(spec: TaskSpec, *, agent_id: str, slot_type: str, extra_env: Mapping[str, str]) -> str:
     """The Secret's ``spec.json`` (``det_agent.pod``'s input)."""
     wire = spec.to_wire()
@@ -86,6 +104,7 @@ def spec_document(spec: TaskSpec, *, agent_id: str, slot_type: str, extra_env: M
     for m in spec.mounts:
         if shared and m.host_path == shared:
             env["DET_SHARED_FS_HOST_PATH"] = m.container_path
+    env["DET_KUBERNETES_JOB_PARALLELISM"] = str(gang_size(spec))
     wire["env"] = env
     return json.dumps({"spec": wire, "agent_id": agent_id,
                        "slot_types": {str(i): slot_type for i in spec.slot_ids}, "run_dir": RUN_DIR})
@@ -107,11 +126,14 @@ def build_objects(
               LABEL_RANK: str(rank)}
     annotations = {ANNOTATION_ALLOCATION: spec.allocation_id, ANNOTATION_TASK: spec.task_id}
     pod = merge_pod_specs(container.pod_spec if container.pod_spec is not None else default_pod)
+    data = {"spec.json": spec_document(spec, agent_id=node, slot_type=slot_type, extra_env=user_env(pod))}
+    if container.registry_auth is not None:  # the same Secret: no second object to create and delete
+        data[".dockerconfigjson"] = docker_config_json(container.registry_auth)
     secret = {
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "apiVersion": "v1", "kind": "Secret",
+        "type": "Opaque" if container.registry_auth is None else "kubernetes.io/dockerconfigjson",
         "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
-        "stringData": {"spec.json": spec_document(spec, agent_id=node, slot_type=slot_type,
-                                                  extra_env=user_env(pod))},
+        "stringData": data,
     }
     uid, gid = (spec.run_as.uid, spec.run_as.gid) if spec.run_as is not None else (DEFAULT_UID, DEFAULT_GID)
     if uid == 0:  # a task is never root here
@@ -123,7 +145,8 @@ def build_objects(
     elif slots:
         ours = {"requests": {"cpu": f"{int(cpu_per_slot * slots * 1000)}m"}}
     volumes: list[dict[str, Any]] = [
-        {"name": "det-spec", "secret": {"secretName": name, "defaultMode": 0o440}},
+        {"name": "det-spec", "secret": {"secretName": name, "defaultMode": 0o440,
+                                        "items": [{"key": "spec.json", "path": "spec.json"}]}},
         {"name": "det-run", "emptyDir": {}},
     ]
     mounts: list[dict[str, Any]] = [{"name": "det-spec", "mountPath": SPEC_DIR, "readOnly": True},
@@ -148,6 +171,7 @@ def build_objects(
         "name": CONTAINER, "image": container.image,
         "imagePullPolicy": "Always" if container.force_pull else ours_c.get("imagePullPolicy", "IfNotPresent"),
         "command": list(bootstrap) + [f"{SPEC_DIR}/spec.json"], "args": [],
+        "env": pod_env(ours_c.get("env")),
         "resources": _merge_resources(ours_c.get("resources"), ours),
         "volumeMounts": list(ours_c.get("volumeMounts") or []) + mounts,
         "securityContext": {**dict(ours_c.get("securityContext") or {}), "runAsUser": uid, "runAsGroup": gid,
@@ -166,6 +190,8 @@ def build_objects(
     ps.setdefault("shareProcessNamespace", True)
     if default_scheduler:
         ps.setdefault("schedulerName", default_scheduler)
+    if container.registry_auth is not None:
+        ps["imagePullSecrets"] = [*(ps.get("imagePullSecrets") or []), {"name": name}]
     meta = pod["metadata"]
     meta["labels"] = {**dict(meta.get("labels") or {}), **labels}
     meta["annotations"] = {**dict(meta.get("annotations") or {}), **annotations}
@@ -175,3 +201,13 @@ def build_objects(
         "spec": {"backoffLimit": 0, "completions": 1, "parallelism": 1, "template": pod},
     }
     return secret, job
+
+
+def docker_config_json(auth: Mapping[str, str]) -> str:
+    """Docker's auth config (``environment.registry_auth``: username, password, serveraddress,
+    auth, …) as the ``.dockerconfigjson`` of an image pull Secret."""
+    server = auth.get("serveraddress") or "https://index.docker.io/v1/"
+    entry = {k: v for k, v in auth.items() if k in ("username", "password", "email", "auth")}
+    if "auth" not in entry and "username" in entry:
+        entry["auth"] = base64.b64encode(f"{entry['username']}:{entry.get('password', '')}".encode()).decode()
+    return json.dumps({"auths": {server: entry}})

@@ -84,6 +84,10 @@ class AgentRM:
     """The :class:`~det_jupyter.rm.base.ResourceManager` of det-agents: ``allocations`` and
     ``logs`` are the services' ports; ``resources`` the pools (default: one priority pool)."""
 
+    #: Whether tasks outlive a master restart, to be adopted again (an agent's die with it:
+    #: the agent kills what the master no longer knows).
+    adopts_running = False
+
     def __init__(
         self,
         allocations: AllocationPort,
@@ -454,3 +458,11 @@ class AgentRM:
             }
             for a in self.agents.values()
         ]
+
+    def explain_wait(self, request: scheduler.Request, reason: str) -> str:
+        """Agents add nothing to the scheduler's reason (their slots are all it knows)."""
+        return reason
+
+    def placement_problem(self, allocation_id: str) -> str | None:
+        """Agents report their troubles as task exits: nothing to add."""
+        return None

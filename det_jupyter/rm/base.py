@@ -80,6 +80,14 @@ class ResourceManager(Protocol):
         (wire slot objects), used (allocation id → slot ids), connected, registered_at,
         version, address, enabled, draining, disabled_slots, stats (slot id → wire stats)."""
 
+    def explain_wait(self, request: scheduler.Request, reason: str) -> str:
+        """The scheduler's ``reason`` why ``request`` waits (the job queue's ``waitReason``),
+        with what the cluster itself says about it, if anything (Kubernetes: each node's room)."""
+
+    def placement_problem(self, allocation_id: str) -> str | None:
+        """Why a placed allocation has not started although its slots are held (Kubernetes:
+        the cluster will not create its pod, e.g. a namespace's quota); None when nothing is known."""
+
 
 # -- what a resource manager needs from the services ---------------------------------------
 
@@ -100,6 +108,13 @@ class AllocationPort(Protocol):
 
     def live_on(self, agent_id: str) -> dict[str, list[int]]:
         """The live allocations with a container on ``agent_id``, and their slots there."""
+
+    def placed(self) -> dict[str, tuple[str, list[str]]]:
+        """Every live allocation's state and agents, chief first (after a restart: what a
+        manager whose tasks outlive the master may adopt)."""
+
+    def adopted(self, allocation_id: str) -> None:
+        """The allocation, placed by an earlier master process, still runs: it is this one's."""
 
     def find_task(self, allocation_id: str) -> tuple[str, int | None] | None:
         """The allocation's task id and trial id (None: not a trial's); None when unknown."""

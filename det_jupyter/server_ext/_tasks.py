@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 from ..config import tgz_to_b64
-from ..errors import Forbidden, NotFound
+from ..errors import Conflict, Forbidden, NotFound
 from ..services.access.authz import Perm
 from ..services.accounts.auth import AllocationPrincipal
+from ..services.common.states import AllocState
 from ..services.interactive import generic
 from . import _models
 from . import _serialize as ser
@@ -191,7 +192,7 @@ class AckPreemptionHandler(DetHandler):
 
 
 class AllocationNoopHandler(DetHandler):
-    """ready / waiting / acceleratorData / proxy_address: accepted, nothing to do yet."""
+    """ready / waiting / acceleratorData / notify_container_running: accepted, nothing to do yet."""
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
@@ -224,19 +225,61 @@ class RendezvousHandler(DetHandler):
         }})
 
 
+class ProxyAddressHandler(DetHandler):
+    """A task's report of the address its proxied server listens on (0.38.1's pods send their
+    pod IP): the master's proxy reaches it there, on the port the master gave it. Only the
+    task's own allocation token may say where it is; a task without a proxied server (a
+    trial) is answered and nothing changes."""
+
+    permissions = {"POST": Perm.UPDATE_EXPERIMENT}
+    allow_task = True
+
+    @api(body=obj(allocationId=string(), proxyAddress=string(255)), body_required=True, errors=(400,))
+    def post(self, allocation_id: str) -> None:
+        self.require_allocation(allocation_id)
+        self.access.authorize_allocation(allocation_id)
+        p = self.principal
+        if not isinstance(p, AllocationPrincipal) or p.allocation_id != allocation_id:
+            raise Forbidden("a proxy address is reported by the task itself (its allocation token)")
+        address = str(self.body_json().get("proxyAddress") or "")
+        if self.master.commands.report_proxy_address(p.task_id, allocation_id, address) is not None:
+            self.master.notebooks.drop(p.task_id)  # probed again, at its new address
+        self.send({})
+
+
 class AllGatherHandler(DetHandler):
-    """Single-container tasks: all_gather of one participant returns its own data."""
+    """Blocks until ``numPeers`` participants of the allocation have posted (distinct
+    ``requestUuid``), then answers each with all their data in arrival order
+    (``services.allocation.all_gather``)."""
     max_body = 4 * 1024 * 1024
 
     permissions = {"POST": Perm.UPDATE_EXPERIMENT}
     allow_task = True
 
-    @api(body=obj(data=ANY, allocationId=string(), numPeers=integer(), requestUuid=string()))
-    def post(self, allocation_id: str) -> None:
+    @api(body=obj(data=ANY, allocationId=string(), numPeers=integer(), requestUuid=string()),
+         errors=(400, 409, 503))
+    async def post(self, allocation_id: str) -> None:
         self.require_allocation(allocation_id)
         self.access.authorize_allocation(allocation_id)
-        data = self.body_json().get("data")
-        self.send({"data": [data]})
+        body = self.body_json()
+        allocations = self.master.allocations
+        try:
+            data = await self.master.all_gathers.gather(
+                allocation_id, str(body.get("requestUuid") or ""), int(body.get("numPeers", 1)),
+                body.get("data"),
+                alive=lambda: allocations.get(allocation_id).state != AllocState.TERMINATED.value,
+                connected=lambda: not self._client_gone)
+        except Conflict:
+            if self._client_gone:
+                return  # nobody to answer
+            raise
+        self.send({"data": data})
+
+    _client_gone = False
+
+    def on_connection_close(self) -> None:
+        self._client_gone = True  # its data no longer counts (seen within the poll interval)
+        super().on_connection_close()
 
 
 class CheckpointsHandler(DetHandler):

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from . import _tables as t
-from .allocations import RUNNING
+from .allocations import RUNNING, TERMINATED
 
 
 def _listing() -> sa.Select:
@@ -137,6 +137,16 @@ def set_proxy(conn: sa.Connection, task_id: str, address: str, token: str) -> No
     """Where the proxy reaches the task, and the (sealed) token it sends."""
     conn.execute(sa.update(t.commands).where(t.commands.c.task_id == task_id).values(
         proxy_address=address, proxy_token=token))
+
+
+def set_proxy_address(conn: sa.Connection, task_id: str, allocation_id: str, address: str) -> bool:
+    """A new proxy address of the task, while ``allocation_id`` is a live allocation of it and
+    it has one already (a proxied kind, placed); False when nothing was written."""
+    c, a = t.commands.c, t.allocations.c
+    live = sa.exists().where(a.allocation_id == allocation_id, a.task_id == task_id, a.state != TERMINATED)
+    done = conn.execute(sa.update(t.commands).where(
+        c.task_id == task_id, c.proxy_address.is_not(None), live).values(proxy_address=address))
+    return bool(done.rowcount)
 
 
 def ended(conn: sa.Connection, task_id: str, exit_code: int | None, end_time: float,

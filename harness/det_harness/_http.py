@@ -124,9 +124,11 @@ class Session:
 
     def request(
         self, method: str, path: str, body: Any = None, *, timeout: float | None = None,
-        retries: int = 5,
+        retries: int = 8,
     ) -> Any:
-        """Send with up to ``retries`` retries on connection errors and 502/503/504."""
+        """Send with up to ``retries`` retries on connection errors and 502/503/504 (the
+        default waits about 45 s in all: long enough for a master restart, which a task on
+        Kubernetes outlives)."""
         attempt = 0
         while True:
             try:

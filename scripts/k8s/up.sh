@@ -137,7 +137,8 @@ echo '{}' > "$ETC/docker-daemon.json"   # keeps the host's /etc/docker/daemon.js
 # (makeIPTablesUtilChains), no sysctl writes (protectKernelDefaults false + the patched
 # warn-only tunables), no eviction or image GC of the local images, no device-plugin dir
 # under /var/lib/kubelet, a cgroupfs driver under the dockerd's own cgroup parent, and
-# maxOpenFiles at the hard limit (no CAP_SYS_RESOURCE to raise it).
+# maxOpenFiles at the hard limit (no CAP_SYS_RESOURCE to raise it). maxPods 250 (the default is
+# 110): BM-11 runs 200 one-slot trials at once, each a pod.
 cat > "$ETC/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -162,6 +163,7 @@ protectKernelDefaults: false
 hairpinMode: none
 oomScoreAdj: 0
 maxOpenFiles: 20000
+maxPods: 250
 evictionHard: {}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99

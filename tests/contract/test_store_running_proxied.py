@@ -4,8 +4,10 @@ stored config by the database."""
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
+from det_jupyter.errors import InvalidRequest
 from det_jupyter.services.interactive.commands import CommandService
 from det_jupyter.store import _tables as t
 from tests.contract._rows import NOW, make_user
@@ -43,3 +45,19 @@ def test_running_proxied_reads_running_proxied_tasks_and_their_idle_settings(eng
     assert rows["nb-no-timeout"].idle_timeout is None
     assert rows["nb-no-timeout"].idle_type == "kernels_or_terminals"
     assert rows["tb"].idle_timeout == 300.0 and rows["tb"].idle_type is None
+
+
+def test_a_tasks_own_report_moves_its_proxy_address_to_its_host_on_the_masters_port(engine, clock) -> None:
+    owner = make_user(engine)
+    _task(engine, owner, "nb", "NOTEBOOK", "RUNNING", {"idle_timeout": 60.0}, address="10.0.0.1:29400")
+    _task(engine, owner, "nb-ended", "NOTEBOOK", "TERMINATED", {}, address="10.0.0.1:29500")
+    commands = CommandService(engine, clock, None, None)  # type: ignore[arg-type]
+    assert commands.report_proxy_address("nb", "nb.1", "10.244.0.7") == "10.244.0.7:29400"
+    assert commands.report_proxy_address("nb", "nb.1", "10.244.0.7") is None  # the same: nothing to do
+    assert commands.report_proxy_address("nb", "other.1", "10.9.9.9") is None  # not its allocation
+    assert commands.report_proxy_address("nb-ended", "nb-ended.1", "10.9.9.9") is None
+    assert commands.report_proxy_address("no-such-task", "x.1", "10.9.9.9") is None  # a trial
+    with pytest.raises(InvalidRequest, match="proxyAddress must be a host"):
+        commands.report_proxy_address("nb", "nb.1", "evil/path")
+    (row,) = commands.running_proxied()
+    assert row.proxy_address == "10.244.0.7:29400"

@@ -68,6 +68,23 @@ def test_a_proxied_task_is_running_once_it_has_an_address(engine: sa.Engine) -> 
     assert (row.idle_timeout, row.idle_type) == (60.0, "kernels")
 
 
+def test_a_task_reports_its_own_proxy_address_while_its_allocation_lives(engine: sa.Engine) -> None:
+    alice = make_user(engine, "alice")
+    with engine.begin() as conn:
+        _task(conn, "nb-1", alice, "NOTEBOOK")
+        _task(conn, "cmd-1", alice)
+        assert not tasks.set_proxy_address(conn, "nb-1", "nb-1.1", "10.9.9.9:2")  # no address yet
+        tasks.set_proxy(conn, "nb-1", "10.0.0.1:29400", "sealed-token")
+        assert not tasks.set_proxy_address(conn, "cmd-1", "cmd-1.1", "10.9.9.9:2")  # not proxied
+        assert not tasks.set_proxy_address(conn, "nb-1", "cmd-1.1", "10.9.9.9:2")  # another's allocation
+        assert tasks.set_proxy_address(conn, "nb-1", "nb-1.1", "10.244.0.7:29400")
+        assert tasks.get(conn, "nb-1").proxy_address == "10.244.0.7:29400"
+        allocs.terminate(conn, ["nb-1.1"], 0, "done", NOW + 9)
+        assert not tasks.set_proxy_address(conn, "nb-1", "nb-1.1", "10.9.9.9:2")  # ended
+        assert tasks.get(conn, "nb-1").proxy_address == "10.244.0.7:29400"
+        assert tasks.get(conn, "cmd-1").proxy_address is None
+
+
 def test_secrets_are_rewritten_and_an_end_keeps_the_first_reason(engine: sa.Engine) -> None:
     alice = make_user(engine, "alice")
     with engine.begin() as conn:

@@ -4,6 +4,7 @@ parts are kept, a task never runs as root, and bad keys name themselves."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -65,7 +66,7 @@ def test_the_masters_decisions_win_and_the_users_pod_is_kept() -> None:
     assert job["metadata"]["annotations"][pods.ANNOTATION_ALLOCATION] == "t1.a.1"
     # The spec the bootstrap reads: the user's container env reaches the task too.
     doc = json.loads(secret["stringData"]["spec.json"])
-    assert doc["spec"]["env"] == {"X": "1", "DET_MASTER": "http://m:8080"}
+    assert doc["spec"]["env"] == {"X": "1", "DET_MASTER": "http://m:8080", "DET_KUBERNETES_JOB_PARALLELISM": "1"}
     assert doc["agent_id"] == "n1" and doc["slot_types"] == {"0": "cuda", "1": "cuda"}
     assert secret["metadata"]["name"] == job["metadata"]["name"] == pods.job_name("t1.a.1", 0)
 
@@ -167,3 +168,41 @@ def test_long_log_lines_cut_by_docker_are_joined() -> None:
     assert join_partials(cut) == b"2026-11-29T16:30:01.5Z " + text
     short = b"2026-11-29T16:30:01.5Z hello 2026-11-29T16:30:01Z kept"
     assert join_partials(short) == short
+
+
+def test_registry_auth_becomes_the_pods_image_pull_secret() -> None:
+    spec = _spec(Container(image="reg.example/x:1", registry_auth={
+        "username": "u", "password": "p", "serveraddress": "reg.example"}))
+    secret, job = _build(spec, default_pod={"spec": {"imagePullSecrets": [{"name": "theirs"}]}})
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    auths = json.loads(secret["stringData"][".dockerconfigjson"])["auths"]
+    assert auths == {"reg.example": {"username": "u", "password": "p", "auth": "dTpw"}}  # base64 "u:p"
+    ps = job["spec"]["template"]["spec"]
+    assert ps["imagePullSecrets"] == [{"name": "theirs"}, {"name": secret["metadata"]["name"]}]
+    # The task's own volume carries its spec only, not the credentials.
+    (vol,) = [v for v in ps["volumes"] if v["name"] == "det-spec"]
+    assert vol["secret"]["items"] == [{"key": "spec.json", "path": "spec.json"}]
+    plain, _ = _build(_spec(Container(image="x:1")))
+    assert "type" in plain and plain["type"] == "Opaque" and ".dockerconfigjson" not in plain["stringData"]
+
+
+def test_the_task_gets_0_38_1s_kubernetes_contract() -> None:
+    """DET_KUBERNETES_POD_IP from the downward API (the user's env kept, theirs of that name
+    replaced), DET_KUBERNETES_JOB_PARALLELISM: the gang's pod count, from its rendezvous file."""
+    user_pod = {"spec": {"containers": [{"name": "determined-container", "env": [
+        {"name": "X", "value": "1"}, {"name": "DET_KUBERNETES_POD_IP", "value": "spoofed"},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}]}}
+    rendezvous = {"container_addrs": ["10.0.0.1", "10.0.0.2", "10.0.0.3"], "container_rank": 1,
+                  "container_slot_counts": [1, 1, 1]}
+    spec = dataclasses.replace(_spec(Container(image="img:1", pod_spec=user_pod)),
+                               info_files={"rendezvous.json": rendezvous})
+    secret, job = _build(spec)
+    ours = job["spec"]["template"]["spec"]["containers"][0]
+    assert ours["env"] == [
+        {"name": "X", "value": "1"},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "DET_KUBERNETES_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    env = json.loads(secret["stringData"]["spec.json"])["spec"]["env"]
+    assert env["DET_KUBERNETES_JOB_PARALLELISM"] == "3"
+    assert pods.gang_size(_spec(Container(image="img:1"))) == 1  # no rendezvous file: one pod

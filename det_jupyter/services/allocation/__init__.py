@@ -11,6 +11,8 @@ Public modules:
 - ``spec`` — pure builders of a task's ``det_agent.wire.TaskSpec`` and its parts
   (``build_trial_spec``, ``master_env``, ``task_env``, ``gang_env``, ``with_run_as``).
 - ``cluster_info`` — the ``/run/determined/info/*.json`` files the stock harness reads.
+- ``all_gather`` — ``AllGathers``: the containers' all-gather rounds (in memory), which the
+  stock ``prep_container --rendezvous`` of a Kubernetes gang meets through.
 - ``logs`` — ``LogService``: task logs stored in order, filtered, followed (the resource
   manager's ``TaskLogPort``).
 
@@ -21,4 +23,4 @@ Depends on: ``common``, ``accounts`` (tokens, ``AgentUserGroup``); ``det_jupyter
 (``ResourceManager``, ``Container``), ``det_jupyter.scheduler``, ``det_jupyter.config``.
 """
 
-__all__ = ["cluster_info", "gang", "logs", "service", "spec"]
+__all__ = ["all_gather", "cluster_info", "gang", "logs", "service", "spec"]

@@ -464,6 +464,24 @@ class AllocationService:
         if not acked:
             raise Conflict(f"allocation {allocation_id} has ended; nothing to acknowledge")
 
+    def placed(self) -> dict[str, tuple[str, list[str]]]:
+        """The live allocations (after a restart: those to adopt): their state and agents, chief
+        first (``AllocationPort``)."""
+        return {row.allocation_id: (row.state, rows.agents_of(row)) for row in self.live_allocations()}
+
+    def adopted(self, allocation_id: str) -> None:
+        """The resource manager found the allocation still running after a master restart: it
+        is this master's again (its gang's exits are counted; a preemption asked before the
+        restart stands)."""
+        alloc = self.get(allocation_id)
+        if alloc.state == AllocState.TERMINATED.value:
+            return
+        live = self._live.setdefault(allocation_id, _Live(preempt=asyncio.Event()))
+        live.containers = set(rows.agents_of(alloc))
+        live.task = (alloc.task_id, alloc.trial_id)
+        if alloc.preempt_requested:
+            live.preempt.set()
+
     def live_allocations(self) -> list[sa.Row]:
         with self._reader.connect() as conn:
             return store.live(conn)
@@ -514,14 +532,16 @@ class AllocationService:
         with self._reader.connect() as conn:
             return store.view_rows(conn, states)
 
-    def recover(self) -> list[sa.Row]:
+    def recover(self, *, keep_placed: bool = False) -> list[sa.Row]:
         """After a master restart: every allocation that was placed died with the old master
-        (or will be killed when its agent says hello); end them without blaming the trial."""
+        (or will be killed when its agent says hello); end them without blaming the trial.
+        ``keep_placed``: the resource manager re-adopts what still runs (Kubernetes Jobs
+        outlive the master): placed allocations stay, and it ends those it does not find."""
         ended: list[Any] = []
         with self._engine.begin() as conn:
             for row in store.unfinished(conn):
-                if row.state == AllocState.PENDING.value:
-                    continue  # still wanted; the scheduler will place it
+                if row.state == AllocState.PENDING.value or keep_placed:
+                    continue  # still wanted (the scheduler will place it), or to adopt
                 store.end_after_restart(conn, row.allocation_id, self._clock.now())
                 ended.append(row)
             self._auth.revoke_task_sessions(conn, None)  # the old master's tasks' user tokens

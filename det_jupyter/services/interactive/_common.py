@@ -127,3 +127,31 @@ def is_active(idle_type: str, seen: Activity, previous: Activity | None, gpu_bus
     if previous is None:
         return True  # the first look: nothing to compare with yet
     return seen.last_activity != previous.last_activity
+
+
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]{0,252}$")
+_IPV6 = re.compile(r"^[0-9A-Fa-f:.]{2,45}$")
+
+
+def with_reported_host(current: str, reported: str) -> str:
+    """The proxy address ``current`` (``host:port``, the port the master gave the task) with
+    the host the task reported for itself (``POST .../proxy_address``: 0.38.1's pods report
+    their pod IP, without a port). A port in ``reported`` is ignored: the task listens on the
+    master's. ValueError when ``reported`` is not a host name or IP address."""
+    text = reported.strip()
+    if text.startswith("["):  # [v6] or [v6]:port
+        host, _, rest = text[1:].partition("]")
+        v6 = True
+    elif text.count(":") > 1:  # a bare IPv6 address
+        host, rest, v6 = text, "", True
+    else:
+        host, colon, rest = text.partition(":")
+        rest, v6 = colon + rest, False
+    port_ok = rest == "" or (rest[:1] == ":" and rest[1:].isdigit())
+    if not port_ok or not (_IPV6.match(host) if v6 else _HOST.match(host)):
+        raise ValueError(f"proxyAddress must be a host name or IP address (a port is not needed), "
+                         f"got {reported!r}")
+    port = current.rpartition(":")[2] if ":" in current else ""
+    if not port.isdigit():
+        raise ValueError(f"the task's proxy address {current!r} has no port to keep")
+    return f"[{host}]:{port}" if v6 else f"{host}:{port}"

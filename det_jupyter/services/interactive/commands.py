@@ -36,6 +36,7 @@ from ..common.identity import MasterIdentity
 from ..common.sealed import SealedError, Sealer, is_sealed
 from ..common.states import AllocState
 from . import generic
+from ._common import with_reported_host
 from ._preflight import Preflight
 from ._probe import hub_prefix_of
 from .kinds import KINDS, work_dir_mounts
@@ -250,6 +251,26 @@ class CommandService:
         of the config only ``idle_timeout`` and ``idle_type`` (extracted by the database)."""
         with self._reader.connect() as conn:
             return store.running_proxied(conn, tuple(KINDS))
+
+    def report_proxy_address(self, task_id: str, allocation_id: str, reported: str) -> str | None:
+        """The task's own report of where it listens (``POST .../proxy_address``; 0.38.1's pods
+        send their pod IP): the proxy reaches it there, on the port the master gave it. The
+        new address when it changed; None when there is nothing to change (not a proxied
+        kind, not placed yet, an ended allocation, or the same address). InvalidRequest
+        when ``reported`` is no host."""
+        with self._reader.connect() as conn:
+            row = store.get(conn, task_id)
+        if row is None or not row.proxy_address:
+            return None
+        try:
+            address = with_reported_host(row.proxy_address, reported)
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from e
+        if address == row.proxy_address:
+            return None
+        with self._engine.begin() as conn:
+            written = store.set_proxy_address(conn, task_id, allocation_id, address)
+        return address if written else None
 
     def upstream_token(self, row: Any) -> str:
         """The token the proxy sends to the task of ``row`` (a row with ``task_id`` and

@@ -35,8 +35,8 @@ class QueueQuery:
 
 
 class JobQueuePage:
-    """Reads the job queue for the REST API; of the resource manager it asks only its
-    ``snapshot()`` of the cluster."""
+    """Reads the job queue for the REST API; of the resource manager it asks its
+    ``snapshot()`` of the cluster, and what it adds to the reasons (``queue.Explains``)."""
 
     def __init__(self, engine: sa.Engine, resources: ResourceConfig, rm: ResourceManager) -> None:
         self._engine = engine
@@ -58,6 +58,7 @@ class JobQueuePage:
             self._engine, self._rm.snapshot(),
             pool=pool, policy=resources.pools[pool].scheduler.type,
             states=query.states, descending=query.descending, offset=query.offset, limit=query.limit,
+            rm=self._rm,
         )
         visible = caller.visible_jobs([j.job_id for j in page])
         if visible is not None:
@@ -76,6 +77,6 @@ class JobQueuePage:
         res = config.get("resources") or {}
         pool = self._pool(res.get("resource_pool") or "", res.get("slots", 1))
         page, _ = _queue.queue(self._engine, self._rm.snapshot(), pool=pool,
-                               policy=self._resources.pools[pool].scheduler.type)
+                               policy=self._resources.pools[pool].scheduler.type, rm=self._rm)
         found = next((j for j in page if j.job_id == job_id and j.state == _queue.QUEUED), None)
         return (found.jobs_ahead, found.wait_reason) if found is not None else None

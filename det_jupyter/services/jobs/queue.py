@@ -4,7 +4,10 @@ A job is an experiment (its ``job_id``). It is SCHEDULED while any of its alloca
 slots and QUEUED while all of them wait. The order is the priority policy's: lower priority
 number first, then earlier submission. A queued job carries the scheduler's own sentence for
 why its first waiting request waits (``scheduler.wait_reason``) on the master's snapshot, so
-the queue explains exactly what the next pass will see. Nothing here writes state.
+the queue explains exactly what the next pass will see, with what the resource manager adds
+about its cluster (``explain_wait``: Kubernetes names each node's room). A scheduled job whose
+allocation holds slots but cannot start there (``placement_problem``: Kubernetes refuses its
+pod, e.g. a namespace's quota) carries that as its reason. Nothing here writes state.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Protocol
 
 import sqlalchemy as sa
 
@@ -53,6 +57,23 @@ class Job:
     preemptible: bool = True
 
 
+class Explains(Protocol):
+    """What the queue asks of the resource manager beyond its snapshot (``rm.base``)."""
+
+    def explain_wait(self, request: scheduler.Request, reason: str) -> str: ...
+    def placement_problem(self, allocation_id: str) -> str | None: ...
+
+
+class _Silent:
+    """A resource manager with nothing to add."""
+
+    def explain_wait(self, request: scheduler.Request, reason: str) -> str:
+        return reason
+
+    def placement_problem(self, allocation_id: str) -> str | None:
+        return None
+
+
 @dataclass
 class _Holdings:
     """What one experiment's unfinished allocations ask for and hold, and its job's settings."""
@@ -76,17 +97,19 @@ def queue(
     offset: int = 0,
     limit: int = 0,
     policy: str = "priority",
+    rm: Explains | None = None,
 ) -> tuple[list[Job], int]:
     """One page of ``pool``'s queue ("" = the default pool) and how many jobs match.
 
     ``jobs_ahead`` is each job's place in the whole pool, before ``states`` filters and
     ``descending`` reverses the list, as Determined reports it. Everything is summed in SQL,
-    so a queue of thousands of waiting trials costs a few rows per experiment.
+    so a queue of thousands of waiting trials costs a few rows per experiment. ``rm`` adds
+    its cluster's causes to the reasons (``Explains``).
     """
     wanted = scheduler.pool_of(pool)
     holdings = {exp_id: h for exp_id, h in _holdings(engine).items() if h.pool == wanted}
     jobs = _in_queue_order(_experiment_jobs(engine, holdings) + _command_jobs(engine, wanted),
-                           snapshot, policy)
+                           snapshot, policy, rm or _Silent())
     if states:
         jobs = [j for j in jobs if j.state in states]
     if descending:
@@ -150,22 +173,33 @@ def _command_jobs(engine: sa.Engine, pool: str) -> list[tuple]:
     return out
 
 
-def _in_queue_order(entries: list[tuple], snapshot: scheduler.Snapshot, policy: str) -> list[Job]:
-    """The jobs of one pool in queue order, each with its place and, if queued, its reason."""
+def _in_queue_order(entries: list[tuple], snapshot: scheduler.Snapshot, policy: str,
+                    rm: Explains) -> list[Job]:
+    """The jobs of one pool in queue order, each with its place and, if queued (or placed
+    but held up by the cluster), its reason."""
     entries.sort(key=lambda e: e[0])
     return [
         dataclasses.replace(
             job, jobs_ahead=ahead,
-            wait_reason=_reason(snapshot, job.job_id, policy) if job.state == QUEUED else None,
+            wait_reason=(_reason(snapshot, job.job_id, policy, rm) if job.state == QUEUED
+                         else _held_up(snapshot, job.job_id, rm)),
         )
         for ahead, (_, job) in enumerate(entries)
     ]
 
 
-def _reason(snap: scheduler.Snapshot, job_id: str, policy: str) -> str | None:
+def _reason(snap: scheduler.Snapshot, job_id: str, policy: str, rm: Explains) -> str | None:
     """Why the job's first waiting request (in queue order) waits; None if the snapshot,
     taken a moment apart, holds none of its requests."""
     mine = sorted((r for r in snap.pending if r.job_id == job_id), key=scheduler.queue_key)
     if not mine:
         return None
-    return scheduler.wait_reason(snap, mine[0], policy=policy, span_agents=SPANS_AGENTS)
+    reason = scheduler.wait_reason(snap, mine[0], policy=policy, span_agents=SPANS_AGENTS)
+    return rm.explain_wait(mine[0], reason)
+
+
+def _held_up(snap: scheduler.Snapshot, job_id: str, rm: Explains) -> str | None:
+    """Why a scheduled job's placed allocation has not started, as its cluster says; None
+    when nothing holds it up."""
+    placed = sorted(r.allocation_id for r in snap.running if r.job_id == job_id)
+    return next((why for why in map(rm.placement_problem, placed) if why), None)

@@ -66,6 +66,7 @@ def test_runs_the_task_in_its_workdir_with_its_environment(tmp_path: pathlib.Pat
     assert env["PYTHONPATH"].split(os.pathsep)[0] == harness_dir()
     assert (env["DET_AGENT_ID"], env["DET_CONTAINER_ID"], env["DET_SLOT_IDS"]) == ("node-1", "7.abc.1", "[0]")
     assert env["CUDA_VISIBLE_DEVICES"] == ""  # a CPU slot
+    assert env["DET_RESOURCES_TYPE"] == "k8s-job"  # 0.38.1's prep_container: the all-gather rendezvous
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
     assert done.stderr == ""
 
@@ -73,11 +74,12 @@ def test_runs_the_task_in_its_workdir_with_its_environment(tmp_path: pathlib.Pat
 def test_the_pods_own_environment_stays_out(tmp_path: pathlib.Path) -> None:
     done = _bootstrap(tmp_path, _spec(["python3", "-c", PRINT]),
                       extra_env={"SECRET_OF_POD": "1", "KUBERNETES_SERVICE_HOST": "10.0.0.1",
-                                 "LANG": "C.UTF-8"})
+                                 "LANG": "C.UTF-8", "DET_KUBERNETES_POD_IP": "10.1.2.3"})
     assert done.returncode == 0, done.stderr
     env = json.loads(done.stdout)["env"]
     assert "SECRET_OF_POD" not in env and "KUBERNETES_SERVICE_HOST" not in env
     assert env["LANG"] == "C.UTF-8"  # the allowlist of the process runtime passes
+    assert env["DET_KUBERNETES_POD_IP"] == "10.1.2.3"  # the manifest's downward API, passed on
 
 
 def test_the_pod_exits_with_the_tasks_code(tmp_path: pathlib.Path) -> None:
