@@ -335,7 +335,7 @@ class ResourcePoolsHandler(DetHandler):
             sched = resources.pools[name].scheduler
             out.append({
                 "name": name, "description": resources.pools[name].description,
-                "type": "RESOURCE_POOL_TYPE_STATIC",
+                "type": "RESOURCE_POOL_TYPE_K8S" if resources.kubernetes is not None else "RESOURCE_POOL_TYPE_STATIC",
                 "numAgents": p["agents"], "slotsAvailable": p["slots"], "slotsUsed": p["used"],
                 "slotType": "TYPE_CPU", "defaultComputePool": name == resources.default_compute_pool,
                 "defaultAuxPool": name == resources.default_aux_pool,
@@ -354,3 +354,15 @@ class ResourcePoolsHandler(DetHandler):
                 "resourceManagerMetadata": {}, "accelerator": "",
             })
         self.send({"resourcePools": out, "pagination": ser.pagination(0, 0, len(out), len(out))})
+
+
+class KubernetesResourceManagersHandler(DetHandler):
+    """``GetKubernetesResourceManagers``: the cluster names of the master's Kubernetes resource
+    managers (its ``cluster_name``, else ``default``); none with agents."""
+
+    permissions = {"GET": Perm.AUTHENTICATED}
+
+    @api()
+    def get(self) -> None:
+        k8s = self.master.resources.kubernetes
+        self.send({"resourceManagers": [k8s.cluster_name or "default"] if k8s is not None else []})

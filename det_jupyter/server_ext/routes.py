@@ -137,6 +137,7 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/v1/commands/([^/]+)/kill", _commands.CommandKillHandler),
     (r"/api/v1/commands/([^/]+)/set_priority", _commands.CommandPriorityHandler),
     (r"/api/v1/resource-pools", cluster.ResourcePoolsHandler),
+    (r"/api/v1/k8s-resource-managers", cluster.KubernetesResourceManagersHandler),
     (r"/api/v1/notebooks", _notebooks.NotebooksHandler),
     (r"/api/v1/notebooks/([^/]+)", _notebooks.NotebookHandler),
     (r"/api/v1/notebooks/([^/]+)/kill", _notebooks.NotebookKillHandler),

@@ -58,6 +58,7 @@ def test_trial_responses_parse_after_validation(det_env, master: MasterProcess) 
 @pytest.mark.parametrize(("path", "type_name"), [
     ("/api/v1/agents", "v1GetAgentsResponse"),
     ("/api/v1/resource-pools", "v1GetResourcePoolsResponse"),
+    ("/api/v1/k8s-resource-managers", "v1GetKubernetesResourceManagersResponse"),
 ])
 def test_cluster_responses_parse(det_env, master: MasterProcess, path: str, type_name: str) -> None:
     det_env.check_shape(type_name, master.admin().get(path))

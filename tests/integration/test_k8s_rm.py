@@ -61,6 +61,8 @@ def test_the_node_is_an_agent_with_slots(k8s_master: MasterProcess, k8s_cluster:
                       timeout=30, what=f"the node as an agent with {expected()} slots")
     (node,) = agents
     assert node["id"] == k8s_cluster.node and 0 < len(node["slots"]) <= int(2 / CPU_PER_SLOT)
+    assert admin.get("/api/v1/k8s-resource-managers") == {"resourceManagers": ["default"]}
+    assert {p["type"] for p in admin.get("/api/v1/resource-pools")["resourcePools"]} == {"RESOURCE_POOL_TYPE_K8S"}
 
 
 def test_a_core_api_experiment_trains_in_pods_with_checkpoints(k8s_master: MasterProcess) -> None:
