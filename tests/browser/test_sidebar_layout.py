@@ -152,6 +152,8 @@ def test_rows_fit_the_panel_at_any_width(page: Any, width: int, long_experiment:
     for name, full in ((row.locator(".det-Sidebar-name"), LONG_NAME),
                        (sidebar.locator(f'tr[data-task-id="{queued_notebook}"] .det-Sidebar-name'),
                         LONG_DESCRIPTION)):
+        # The sidebar redraws its rows as it polls: measure a row that is on the page now.
+        sync_api.expect(name).to_be_visible()
         cut = name.evaluate("""el => ({scroll: el.scrollWidth, client: el.clientWidth,
                                         overflow: getComputedStyle(el).textOverflow,
                                         height: el.getBoundingClientRect().height,
