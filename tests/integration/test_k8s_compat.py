@@ -133,10 +133,11 @@ def test_a_paused_stock_trial_resumes_in_a_new_pod_from_its_checkpoint(master: M
     assert max(by_uuid.values()) == 40 and f.trial(client, tid)["totalBatchesProcessed"] == 40
 
 
-def test_a_stock_launcher_gang_trains_in_two_pods(master: MasterProcess, det_site: str) -> None:
-    client = master.admin()
-    cfg = stock_config(det_site, name="stock-ddp-in-k8s",
-                       entrypoint="python3 -m determined.launch.torch_distributed python3 train.py",
+def _stock_gang(client: Any, det_site: str, name: str, before: str) -> tuple[int, dict[str, Any], str]:
+    """A two-slot trial of the ddp_stock fixture under the stock torch_distributed launcher
+    (``before``: a command run first), run to the end: (experiment id, trial, its log)."""
+    cfg = stock_config(det_site, name=name,
+                       entrypoint=f"{before}python3 -m determined.launch.torch_distributed python3 train.py",
                        hyperparameters={}, searcher={"name": "single", "metric": "vloss", "max_length": 10},
                        resources={"slots_per_trial": 2})
     exp_id = create_experiment(client, yaml.safe_dump(cfg), DDP_STOCK)["experiment"]["id"]
@@ -144,6 +145,12 @@ def test_a_stock_launcher_gang_trains_in_two_pods(master: MasterProcess, det_sit
     (trial,) = trials(client, exp_id)
     log = trial_log_text(client, trial["id"])
     assert state == "STATE_COMPLETED", log[-4000:]
+    return exp_id, trial, log
+
+
+def test_a_stock_launcher_gang_trains_in_two_pods(master: MasterProcess, det_site: str) -> None:
+    client = master.admin()
+    exp_id, trial, log = _stock_gang(client, det_site, "stock-ddp-in-k8s", "")
     for rank in (0, 1):
         assert f"stock worker {rank} of 2: all_reduce 3.0 allgather [0, 1]" in log, log[-4000:]
     # One worker per pod: each rank's last line came from its own pod (agent ``<node>/<i>``).
@@ -171,15 +178,7 @@ PREP = ("python3 -m determined.exec.prep_container --rendezvous --proxy && "
 
 def test_a_stock_gang_meets_through_prep_container_then_trains(master: MasterProcess, det_site: str) -> None:
     client = master.admin()
-    cfg = stock_config(det_site, name="stock-prep-in-k8s",
-                       entrypoint=f"{PREP} && python3 -m determined.launch.torch_distributed python3 train.py",
-                       hyperparameters={}, searcher={"name": "single", "metric": "vloss", "max_length": 10},
-                       resources={"slots_per_trial": 2})
-    exp_id = create_experiment(client, yaml.safe_dump(cfg), DDP_STOCK)["experiment"]["id"]
-    state = wait_experiment(client, exp_id, TERMINAL, timeout=420)
-    (trial,) = trials(client, exp_id)
-    log = trial_log_text(client, trial["id"])
-    assert state == "STATE_COMPLETED", log[-4000:]
+    exp_id, trial, log = _stock_gang(client, det_site, "stock-prep-in-k8s", f"{PREP} && ")
     for rank in (0, 1):  # each pod's log is shipped as its pod ends: the last one may trail
         log = f.wait_log(client, trial["id"], f"stock worker {rank} done", timeout=60)
     # Both pods wrote a rendezvous file from the all-gather, and the files agree: the same
