@@ -21,7 +21,9 @@ class Recorded:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: Any
-    answered_at: float = 0.0  # time.monotonic() after the response was written
+    # time.monotonic() once the answer is decided, just before it is written: a client cannot
+    # act on an answer before this (stamping after the write raced the client's next request)
+    answered_at: float = 0.0
 
 
 # A route handler gets the request and returns (status, body) or None for 200 {}.
@@ -80,13 +82,13 @@ class FakeMaster:
                         break
                 status, body = result if result is not None else (200, {})
                 data = json.dumps(body).encode()
+                rec.answered_at = time.monotonic()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
                 self.wfile.flush()
-                rec.answered_at = time.monotonic()
 
             do_GET = do_POST = do_PATCH = _handle
 
