@@ -73,6 +73,8 @@ import argparse
 import json
 import os
 import secrets
+import signal
+import sys
 import tempfile
 import threading
 import time
@@ -476,6 +478,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="rounds, the sides' order rotating")
     parser.add_argument("--smoke", action="store_true", help="1 round, 5 trials a side")
     args = parser.parse_args()
+    # A SIGTERM (`timeout`, a CI's stop) unwinds like Ctrl-C: the master stopped, the namespace deleted.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     wanted, rounds = (5, 1) if args.smoke else (args.trials, args.rounds)
     why = why_not()
     if why:

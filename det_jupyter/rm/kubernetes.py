@@ -327,8 +327,14 @@ class KubernetesRM(AgentRM):
                 p.follower.start()
             self._mark_started(p)
         terminated = state.terminated if state is not None else None
+        # Deleted by someone else than this master (an Eviction: `kubectl drain`, a user's
+        # `kubectl delete`): the task's SIGTERM exit is no fault of the task; as an agent lost.
+        deleted = pod.metadata.deletion_timestamp is not None and not p.killed
         if status.reason == "Evicted":
-            self._end(p, None, f"its pod was evicted from node {p.node}: {status.message or ''}".strip())
+            self._lost(p, f"its pod was evicted from node {p.node}: {status.message or ''}".strip())
+        elif deleted and terminated is not None:
+            self._lost(p, f"its pod was deleted or evicted by Kubernetes (not by the master; exit "
+                          f"code {terminated.exit_code})")
         elif terminated is not None:
             reason = terminated.reason
             if reason == "OOMKilled":
@@ -337,9 +343,20 @@ class KubernetesRM(AgentRM):
                 reason = "killed" if p.killed else None
             self._end(p, int(terminated.exit_code), reason)
         elif status.phase == "Failed":  # the node refused the pod before it ran (OutOfcpu, …)
-            self._end(p, None, f"node {p.node} refused the pod: {status.reason}: {status.message or ''}")
+            self._lost(p, f"node {p.node} refused the pod: {status.reason}: {status.message or ''}")
         elif kind == "DELETED":
-            self._end(p, 137 if p.killed else None, "killed" if p.killed else "its pod was deleted")
+            if p.killed:
+                self._end(p, 137, "killed")
+            else:
+                self._lost(p, "its pod was deleted")
+
+    def _lost(self, p: _Pod, why: str) -> None:
+        """The pod went through no fault of its task: said in the task's log, and the run ends
+        with no exit code (a trial resumes from its latest checkpoint without using a restart)."""
+        if not p.ended:
+            self._note(p.allocation_id, f"{why}; no fault of the task (a trial resumes from its latest "
+                                        "checkpoint)", "WARNING")
+        self._end(p, None, why)
 
     def _waiting(self, p: _Pod, reason: str, message: str) -> None:
         if reason in p.told or reason in ("ContainerCreating", "PodInitializing"):

@@ -2,7 +2,9 @@
 (tests/_k8s.py, scripts/k8s/): a master with ``resource_manager: {type: kubernetes}`` and no
 agent runs our Core API counter experiment as Jobs, with checkpoints; its node shows as an
 agent; an over-large request waits with a reason instead of being created; a kill deletes the
-running Job; an image that cannot be pulled fails the trial, saying so.
+running Job; an image that cannot be pulled fails the trial, saying so; an evicted pod's trial
+resumes from its checkpoint; a master restart adopts the running Jobs; registry_auth is the
+pod's pull secret.
 
 The pods run the registry-free ``local/hostusr:1`` image with the host's ``/usr`` read-only
 (Debian's python3) and this checkout (det_agent's bootstrap, the harness) and the test venv's
@@ -200,6 +202,33 @@ def test_a_master_restart_adopts_running_jobs_and_cleans_up_the_rest(
         assert lost_trial["restarts"] == 0 and len(runs) >= 2, runs
         assert runs[0] == "run 1 starting at step 0" and not runs[-1].endswith(" step 0"), runs
         wait_for(lambda: not k8s_cluster_jobs(k8s_cluster, ns), timeout=60, what="the ended trials' Jobs deleted")
+
+
+def test_an_evicted_pod_restarts_its_trial_from_its_latest_checkpoint(
+        k8s_master: MasterProcess, k8s_cluster: Cluster, namespace: str) -> None:
+    """The trial's pod evicted through the Eviction API (what ``kubectl drain`` does): the
+    task gets SIGTERM and its pod goes; the master says so in the trial's log and runs the
+    trial again from its latest checkpoint in a new Job, without using up a restart."""
+    admin = k8s_master.admin()
+    exp = submit_counter(admin, length=300, sleep=0.1, ckpt_every=10)
+    wait_for(lambda: (ts := trials(admin, exp)) and ts[0].get("totalBatchesProcessed", 0) >= 12,
+             timeout=180, what="the trial past its first checkpoint")
+    (trial,) = trials(admin, exp)
+    core = k8s_cluster.core_v1()
+    (pod,) = [p.metadata.name for p in core.list_namespaced_pod(namespace).items
+              if (p.metadata.annotations or {}).get(pods.ANNOTATION_TASK) == trial["taskId"]
+              and p.status.phase == "Running"]
+    core.create_namespaced_pod_eviction(pod, namespace, {  # policy/v1beta1: the test bed is 1.20
+        "apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}})
+    state = wait_experiment(admin, exp, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=300)
+    (trial,) = trials(admin, exp)
+    text = trial_log_text(admin, trial["id"])
+    assert state == "STATE_COMPLETED", text[-3000:]
+    assert "deleted or evicted by Kubernetes" in text, text[-3000:]
+    runs = _runs(admin, trial["id"])
+    assert trial["restarts"] == 0 and len(runs) == 2, (trial["restarts"], runs)
+    assert runs[0] == "run 1 starting at step 0" and not runs[1].endswith(" step 0"), runs
+    assert trial["totalBatchesProcessed"] == 300
 
 
 def test_registry_auth_is_the_pods_pull_secret(k8s_master: MasterProcess, k8s_cluster: Cluster,

@@ -219,7 +219,8 @@ def test_a_refused_pod_is_the_reason_and_noted_once_and_the_task_waits() -> None
         await rm.check_podless()
         assert logs.notes == [("WARNING", why)]  # once, and the task was not ended (NothingRuns)
         # The quota was raised: the Job's pod comes, and nothing holds the job up any more.
-        pod = SimpleNamespace(metadata=SimpleNamespace(name=f"{job}-x7k2p", labels={"job-name": job}),
+        pod = SimpleNamespace(metadata=SimpleNamespace(name=f"{job}-x7k2p", labels={"job-name": job},
+                                                       deletion_timestamp=None),
                               status=SimpleNamespace(container_statuses=None, reason=None, phase="Pending"))
         rm.pod_event("ADDED", pod)
         assert rm.placement_problem(_spec().allocation_id) is None
