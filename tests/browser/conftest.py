@@ -109,6 +109,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MasterProces
 def browser() -> Iterator[Any]:
     from playwright import sync_api
 
+    # expect() waits up to 30 s, not Playwright's 5 s: a loaded 2-core machine takes longer than
+    # that to open a notebook in JupyterLab (a CI run failed on it). A passing check returns as
+    # soon as it holds; a test that means a shorter or longer wait says so.
+    sync_api.expect.set_options(timeout=30_000)
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
