@@ -132,9 +132,22 @@ def open_lab(browser: Any, lab: tuple[MasterProcess, str], *,
 
 
 def open_sidebar(page: Any) -> None:
-    """Show the det-jupyter panel (its icon in the left bar)."""
-    page.locator('.jp-SideBar li[data-id="det-jupyter-sidebar"]').click()
-    page.locator("#det-jupyter-sidebar").wait_for(state="visible")
+    """Show the det-jupyter panel (its icon in the left bar). The icon toggles the panel, and
+    JupyterLab may restore a layout with the panel already open (the workspace another page of
+    the same user saved): a click that closed it is clicked again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    tab = page.locator('.jp-SideBar li[data-id="det-jupyter-sidebar"]')
+    sidebar = page.locator("#det-jupyter-sidebar")
+    for _ in range(3):
+        if not sidebar.is_visible():
+            tab.click()
+        try:
+            sidebar.wait_for(state="visible", timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    sidebar.wait_for(state="visible")
 
 
 def log_in_if_asked(page: Any) -> None:
