@@ -152,13 +152,20 @@ def test_rows_fit_the_panel_at_any_width(page: Any, width: int, long_experiment:
     for name, full in ((row.locator(".det-Sidebar-name"), LONG_NAME),
                        (sidebar.locator(f'tr[data-task-id="{queued_notebook}"] .det-Sidebar-name'),
                         LONG_DESCRIPTION)):
-        # The sidebar redraws its rows as it polls: measure a row that is on the page now.
-        sync_api.expect(name).to_be_visible()
-        cut = name.evaluate("""el => ({scroll: el.scrollWidth, client: el.clientWidth,
-                                        overflow: getComputedStyle(el).textOverflow,
-                                        height: el.getBoundingClientRect().height,
-                                        line: parseFloat(getComputedStyle(el).lineHeight) ||
-                                              1.5 * parseFloat(getComputedStyle(el).fontSize)})""")
+        # The sidebar redraws its rows as it polls: measure a row that is on the page now (one
+        # replaced between finding and measuring it is detached: no layout, no style; again).
+        for _ in range(20):
+            sync_api.expect(name).to_be_visible()
+            cut = name.evaluate("""el => ({scroll: el.scrollWidth, client: el.clientWidth,
+                                            connected: el.isConnected,
+                                            overflow: getComputedStyle(el).textOverflow,
+                                            height: el.getBoundingClientRect().height,
+                                            line: parseFloat(getComputedStyle(el).lineHeight) ||
+                                                  1.5 * parseFloat(getComputedStyle(el).fontSize)})""")
+            if cut["connected"]:
+                break
+            page.wait_for_timeout(100)
+        assert cut["connected"], f"the row was redrawn 20 times in a row: {cut}"
         assert cut["scroll"] > cut["client"] > 0, cut
         assert cut["overflow"] == "ellipsis", cut
         assert cut["height"] <= cut["line"] + 1, f"the name wraps: {cut}"
