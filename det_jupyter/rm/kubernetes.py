@@ -352,10 +352,10 @@ class KubernetesRM(AgentRM):
 
     def _lost(self, p: _Pod, why: str) -> None:
         """The pod went through no fault of its task: said in the task's log, and the run ends
-        with no exit code (a trial resumes from its latest checkpoint without using a restart)."""
-        if not p.ended:
-            self._note(p.allocation_id, f"{why}; no fault of the task (a trial resumes from its latest "
-                                        "checkpoint)", "WARNING")
+        with no exit code (a trial resumes from its latest checkpoint without using a restart).
+        Only from ``pod_event``, which has already dropped the events of an ended pod."""
+        self._note(p.allocation_id, f"{why}; no fault of the task (a trial resumes from its latest "
+                                    "checkpoint)", "WARNING")
         self._end(p, None, why)
 
     def _waiting(self, p: _Pod, reason: str, message: str) -> None:
